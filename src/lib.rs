@@ -1,0 +1,2 @@
+//! robots-guard: a forward HTTP(S) proxy that makes any HTTP client a polite robot.
+#![warn(missing_docs)]
