@@ -1,0 +1,256 @@
+//! Group selection and the longest-match verdict (RFC 9309 §2.2.1-§2.2.3;
+//! the reference's `RobotsMatcher`).
+
+use std::time::Duration;
+
+use super::pattern::matches;
+use super::url::path_params_query;
+use super::{Group, RequestRate, RobotsTxt, RuleKind};
+
+/// Which groups decided a verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// One or more groups name the agent; `*` groups were ignored.
+    Specific,
+    /// No group names the agent; the merged `*` groups applied.
+    Global,
+    /// No group applies: everything is allowed.
+    NoGroup,
+    /// The URL is `/robots.txt` itself, which is always allowed.
+    RobotsTxt,
+}
+
+/// The rule that decided a verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MatchedRule<'a> {
+    /// Allow or disallow.
+    pub kind: RuleKind,
+    /// The pattern as matched (percent-normalised, so it may differ from
+    /// the file's spelling).
+    pub pattern: &'a str,
+    /// 1-based line in the robots.txt.
+    pub line: u32,
+    /// Line of the first `User-agent:` of the group holding the rule.
+    pub group_line: u32,
+    /// The match came from the Google-specific `index.htm` rule: an
+    /// `Allow: /dir/index.html` also allows `/dir/` itself.
+    pub via_index_html: bool,
+}
+
+/// The answer for one URL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Verdict<'a> {
+    /// May the agent fetch the URL?
+    pub allowed: bool,
+    /// The deciding rule; `None` when no rule with an effect matched.
+    pub rule: Option<MatchedRule<'a>>,
+    /// Which groups applied.
+    pub scope: Scope,
+}
+
+/// The groups that apply to one agent, selected once for many queries.
+#[derive(Debug, Clone)]
+pub struct AgentRules<'a> {
+    robots: &'a RobotsTxt,
+    groups: Vec<&'a Group>,
+    scope: Scope,
+}
+
+impl<'a> AgentRules<'a> {
+    pub(super) fn new(robots: &'a RobotsTxt, agent: &[u8]) -> Self {
+        let scope = scope_for(robots, agent);
+        let groups = robots
+            .groups
+            .iter()
+            .filter(|g| group_applies(robots, g, agent, scope))
+            .collect();
+        AgentRules {
+            robots,
+            groups,
+            scope,
+        }
+    }
+
+    /// The verdict for `url` (absolute URL or path, percent-encoded).
+    pub fn check(&self, url: &str) -> Verdict<'a> {
+        let path = path_params_query(url.as_bytes());
+        if &*path == b"/robots.txt" {
+            return robots_txt_itself();
+        }
+        decide(self.robots, self.groups.iter().copied(), self.scope, &path)
+    }
+
+    /// Which groups apply.
+    pub fn scope(&self) -> Scope {
+        self.scope
+    }
+
+    /// Is everything disallowed (a `Disallow: /` with nothing allowed)? The
+    /// test tunnel mode uses: if the root path is refused, the agent may
+    /// fetch nothing on this origin that it could ask for blind.
+    pub fn disallows_everything(&self) -> bool {
+        let verdict = decide(self.robots, self.groups.iter().copied(), self.scope, b"/");
+        !verdict.allowed
+            && !self.groups.iter().any(|g| {
+                self.robots.rules[g.rules.clone()]
+                    .iter()
+                    .any(|r| r.kind == RuleKind::Allow && r.pattern.len > 0)
+            })
+    }
+
+    /// The largest `Crawl-delay` among the applicable groups.
+    pub fn crawl_delay(&self) -> Option<Duration> {
+        self.groups.iter().filter_map(|g| g.crawl_delay).max()
+    }
+
+    /// The strictest `Request-rate` among the applicable groups.
+    pub fn request_rate(&self) -> Option<RequestRate> {
+        self.groups
+            .iter()
+            .filter_map(|g| g.request_rate)
+            .max_by_key(RequestRate::interval)
+    }
+
+    /// The spacing between request starts this file asks of the agent: the
+    /// larger of `Crawl-delay` and the `Request-rate` interval.
+    pub fn min_interval(&self) -> Option<Duration> {
+        let rate = self.request_rate().map(|r| r.interval());
+        match (self.crawl_delay(), rate) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+/// The allocation-free path behind [`RobotsTxt::check`].
+pub(super) fn check<'a>(robots: &'a RobotsTxt, agent: &[u8], url: &[u8]) -> Verdict<'a> {
+    let path = path_params_query(url);
+    if &*path == b"/robots.txt" {
+        return robots_txt_itself();
+    }
+    let scope = scope_for(robots, agent);
+    let groups = robots
+        .groups
+        .iter()
+        .filter(|g| group_applies(robots, g, agent, scope));
+    decide(robots, groups, scope, &path)
+}
+
+/// Deviation: RFC 9309 §2.2.2 — "/robots.txt" is implicitly allowed; the
+/// reference leaves this to the crawler.
+fn robots_txt_itself<'a>() -> Verdict<'a> {
+    Verdict {
+        allowed: true,
+        rule: None,
+        scope: Scope::RobotsTxt,
+    }
+}
+
+fn names_agent(robots: &RobotsTxt, group: &Group, agent: &[u8]) -> bool {
+    robots.agents[group.agents.clone()]
+        .iter()
+        .any(|span| robots.bytes_at(*span).eq_ignore_ascii_case(agent))
+}
+
+fn scope_for(robots: &RobotsTxt, agent: &[u8]) -> Scope {
+    if robots.groups.iter().any(|g| names_agent(robots, g, agent)) {
+        Scope::Specific
+    } else if robots.groups.iter().any(|g| g.global) {
+        Scope::Global
+    } else {
+        Scope::NoGroup
+    }
+}
+
+fn group_applies(robots: &RobotsTxt, group: &Group, agent: &[u8], scope: Scope) -> bool {
+    match scope {
+        Scope::Specific => names_agent(robots, group, agent),
+        Scope::Global => group.global,
+        Scope::NoGroup | Scope::RobotsTxt => false,
+    }
+}
+
+/// Best match of one kind: highest priority, earliest line on ties.
+#[derive(Clone, Copy)]
+struct Best {
+    priority: i64,
+    rule: usize,
+    group_line: u32,
+    via_index_html: bool,
+}
+
+const NO_MATCH: Best = Best {
+    priority: -1,
+    rule: 0,
+    group_line: 0,
+    via_index_html: false,
+};
+
+fn decide<'a, 'g>(
+    robots: &'a RobotsTxt,
+    groups: impl Iterator<Item = &'g Group>,
+    scope: Scope,
+    path: &[u8],
+) -> Verdict<'a> {
+    let mut best_allow = NO_MATCH;
+    let mut best_disallow = NO_MATCH;
+    for group in groups {
+        for index in group.rules.clone() {
+            let rule = &robots.rules[index];
+            let pattern = robots.bytes_at(rule.pattern);
+            let (priority, via_index_html) = if matches(rule.shape, pattern, path) {
+                (pattern.len() as i64, false)
+            } else if let Some((alt, shape)) = rule.index_alt {
+                let alt = robots.bytes_at(alt);
+                if matches(shape, alt, path) {
+                    (alt.len() as i64, true)
+                } else {
+                    continue;
+                }
+            } else {
+                continue;
+            };
+            let best = match rule.kind {
+                RuleKind::Allow => &mut best_allow,
+                RuleKind::Disallow => &mut best_disallow,
+            };
+            // Strictly greater: the first line at a priority keeps it.
+            if priority > best.priority {
+                *best = Best {
+                    priority,
+                    rule: index,
+                    group_line: group.line,
+                    via_index_html,
+                };
+            }
+        }
+    }
+    // An empty pattern matches with priority 0 and has no effect.
+    let disallowed = (best_allow.priority > 0 || best_disallow.priority > 0)
+        && best_disallow.priority > best_allow.priority;
+    let winner = if disallowed {
+        Some(best_disallow)
+    } else if best_allow.priority > 0 {
+        Some(best_allow)
+    } else {
+        None
+    };
+    Verdict {
+        allowed: !disallowed,
+        rule: winner.map(|best| {
+            let rule = &robots.rules[best.rule];
+            let span = match (best.via_index_html, rule.index_alt) {
+                (true, Some((alt, _))) => alt,
+                _ => rule.pattern,
+            };
+            MatchedRule {
+                kind: rule.kind,
+                pattern: robots.str_at(span),
+                line: rule.line,
+                group_line: best.group_line,
+                via_index_html: best.via_index_html,
+            }
+        }),
+        scope,
+    }
+}
