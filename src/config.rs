@@ -700,3 +700,406 @@ mod de {
     }
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Parses `text`, expecting failure, and returns the error message.
+    fn error_of(text: &str) -> String {
+        match Config::from_toml(text, "test.toml") {
+            Ok(c) => panic!("expected an error, got {c:?}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    /// Asserts that `message` contains every one of `parts`.
+    fn assert_mentions(message: &str, parts: &[&str]) {
+        for part in parts {
+            assert!(message.contains(part), "message lacks {part:?}:\n{message}");
+        }
+    }
+
+    #[test]
+    fn defaults_match_design_section_7() {
+        let c = Config::default();
+        assert_eq!(c.proxy.listen, "127.0.0.1:3128".parse().unwrap());
+        assert_eq!(
+            c.proxy.allow_clients,
+            vec![
+                "127.0.0.0/8".parse::<IpNet>().unwrap(),
+                "::1/128".parse().unwrap()
+            ]
+        );
+        assert_eq!(c.proxy.max_connections.get(), 4096);
+        assert_eq!(c.proxy.header_read_timeout, Duration::from_secs(10));
+        assert_eq!(c.proxy.idle_timeout, Duration::from_secs(60));
+        assert_eq!(c.proxy.upstream_connect_timeout, Duration::from_secs(10));
+        assert_eq!(c.proxy.upstream_timeout, Duration::from_secs(60));
+        assert_eq!(c.proxy.max_header_bytes.get(), 65536);
+        assert_eq!(c.proxy.max_url_length.get(), 8192);
+
+        assert_eq!(c.identity.user_agent, IdentityMode::Require);
+        assert_eq!(c.identity.from, IdentityMode::Fill);
+        assert_eq!(c.identity.default_user_agent, "robots-guard/0.1");
+        assert_eq!(c.identity.default_from, "robots-admin@example.invalid");
+        assert_eq!(c.identity.robot_name, None);
+
+        assert_eq!(c.robots.cache_capacity.get(), 10_000);
+        assert_eq!(c.robots.default_ttl, Duration::from_secs(24 * 3600));
+        assert_eq!(c.robots.min_ttl, Duration::from_secs(60));
+        assert_eq!(c.robots.fetch_timeout, Duration::from_secs(10));
+        assert_eq!(c.robots.max_size.get(), 512_000);
+        assert_eq!(c.robots.max_redirects, 5);
+        assert_eq!(c.robots.on_4xx, On4xx::Allow);
+        assert_eq!(c.robots.stale_for, Duration::from_secs(30 * 86_400));
+        assert_eq!(c.robots.failure_ttl, Duration::from_secs(60));
+        assert_eq!(c.robots.max_failure_ttl, Duration::from_secs(3600));
+
+        assert_eq!(c.rate_limit.default_delay, Duration::from_secs(1));
+        assert_eq!(c.rate_limit.max_per_host.get(), 2);
+        assert!(c.rate_limit.honor_crawl_delay);
+        assert_eq!(c.rate_limit.max_crawl_delay, Duration::from_secs(30));
+        assert_eq!(c.rate_limit.max_wait, Duration::from_secs(30));
+        assert_eq!(c.rate_limit.idle_host_ttl, Duration::from_secs(300));
+        assert_eq!(c.rate_limit.max_hosts.get(), 100_000);
+
+        assert_eq!(c.tls.mode, TlsMode::Intercept);
+        assert_eq!(c.tls.ca_cert, PathBuf::from("certs/ca.pem"));
+        assert_eq!(c.tls.ca_key, PathBuf::from("certs/ca.key"));
+        assert!(c.tls.extra_roots.is_empty());
+        assert_eq!(c.tls.connect_ports, vec![443]);
+
+        assert_eq!(c.admin.listen, "127.0.0.1:9180".parse().unwrap());
+
+        assert_eq!(c.log.format, LogFormat::Text);
+        assert_eq!(c.log.level, "info");
+    }
+
+    #[test]
+    fn empty_text_and_empty_sections_are_all_defaults() {
+        assert_eq!(Config::from_toml("", "empty").unwrap(), Config::default());
+        let sections = "[proxy]\n[identity]\n[robots]\n[rate_limit]\n[tls]\n[admin]\n[log]\n";
+        assert_eq!(
+            Config::from_toml(sections, "sections").unwrap(),
+            Config::default()
+        );
+    }
+
+    #[test]
+    fn shipped_config_toml_is_the_defaults() {
+        let shipped = Config::from_toml(include_str!("../config.toml"), "config.toml").unwrap();
+        assert_eq!(shipped, Config::default());
+    }
+
+    #[test]
+    fn shipped_config_toml_sets_every_key() {
+        // Every key is written out (robot_name commented), so the file documents them all.
+        let text = include_str!("../config.toml");
+        let table: toml::Table = text.parse().unwrap();
+        let count: usize = table
+            .values()
+            .map(|section| section.as_table().map_or(0, |t| t.len()))
+            .sum();
+        assert_eq!(count, 9 + 4 + 10 + 7 + 5 + 1 + 2);
+        assert!(text.contains("# robot_name = "));
+    }
+
+    #[test]
+    fn load_reads_a_file_and_reports_a_missing_one() {
+        let dir = std::env::temp_dir().join(format!("robots-guard-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("ok.toml");
+        std::fs::write(&path, "[robots]\nmax_redirects = 0\n").unwrap();
+        let c = Config::load(&path).unwrap();
+        assert_eq!(c.robots.max_redirects, 0);
+
+        let missing = dir.join("missing.toml");
+        let err = Config::load(&missing).unwrap_err();
+        assert!(matches!(err, ConfigError::Read { ref path, .. } if *path == missing));
+        assert_mentions(
+            &err.to_string(),
+            &["cannot read config file", "missing.toml"],
+        );
+
+        let bad = dir.join("bad.toml");
+        std::fs::write(&bad, "[log]\nformat = \"xml\"\n").unwrap();
+        let err = Config::load(&bad).unwrap_err();
+        assert!(matches!(err, ConfigError::Invalid { ref file, .. } if file.ends_with("bad.toml")));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn values_parse_into_types() {
+        let text = r#"
+            [proxy]
+            listen = "[::1]:8080"
+            allow_clients = ["10.1.2.3", "fd00::1", "192.168.7.9/16"]
+            [identity]
+            user_agent = "pass"
+            from = "require"
+            default_user_agent = "examplebot/2.0 (+https://example.com/bot)"
+            default_from = "ops+bots@crawl.example.com"
+            robot_name = "examplebot"
+            [robots]
+            on_4xx = "disallow"
+            stale_for = "0s"
+            [rate_limit]
+            default_delay = "250ms"
+            max_per_host = 8
+            honor_crawl_delay = false
+            [tls]
+            mode = "tunnel"
+            extra_roots = ["/etc/ssl/company.pem"]
+            connect_ports = [443, 8443]
+            [log]
+            format = "json"
+            level = "info,robots_guard::fetch=debug"
+        "#;
+        let c = Config::from_toml(text, "t").unwrap();
+        assert_eq!(c.proxy.listen, "[::1]:8080".parse().unwrap());
+        let nets: Vec<String> = c
+            .proxy
+            .allow_clients
+            .iter()
+            .map(|n| n.to_string())
+            .collect();
+        assert_eq!(nets, ["10.1.2.3/32", "fd00::1/128", "192.168.0.0/16"]);
+        assert_eq!(c.identity.user_agent, IdentityMode::Pass);
+        assert_eq!(c.identity.from, IdentityMode::Require);
+        assert_eq!(c.identity.robot_name.as_deref(), Some("examplebot"));
+        assert_eq!(c.robots.on_4xx, On4xx::Disallow);
+        assert_eq!(c.robots.stale_for, Duration::ZERO);
+        assert_eq!(c.rate_limit.default_delay, Duration::from_millis(250));
+        assert_eq!(c.rate_limit.max_per_host.get(), 8);
+        assert!(!c.rate_limit.honor_crawl_delay);
+        assert_eq!(c.tls.mode, TlsMode::Tunnel);
+        assert_eq!(c.tls.extra_roots, [PathBuf::from("/etc/ssl/company.pem")]);
+        assert_eq!(c.tls.connect_ports, [443, 8443]);
+        assert_eq!(c.log.format, LogFormat::Json);
+        // Keys left out keep their defaults.
+        assert_eq!(c.robots.cache_capacity.get(), 10_000);
+        assert_eq!(c.admin, AdminConfig::default());
+    }
+
+    #[test]
+    fn unknown_key_names_key_line_and_accepted_keys() {
+        let msg = error_of("[robots]\ncache_capacity = 10\ncach_capacity = 5\n");
+        assert_mentions(
+            &msg,
+            &[
+                "test.toml",
+                "line 3",
+                "cach_capacity",
+                "unknown field",
+                "`cache_capacity`",
+                "`default_ttl`",
+                "`max_failure_ttl`",
+            ],
+        );
+    }
+
+    #[test]
+    fn unknown_section_names_it_and_the_accepted_sections() {
+        let msg = error_of("[proxy]\n\n[robot]\n");
+        assert_mentions(&msg, &["line 3", "robot", "`robots`", "`rate_limit`"]);
+    }
+
+    #[test]
+    fn bad_enum_value_names_value_line_and_accepted_values() {
+        let msg = error_of("[tls]\nmode = \"sideways\"\n");
+        assert_mentions(&msg, &["line 2", "sideways", "`intercept`", "`tunnel`"]);
+
+        let msg = error_of("[identity]\nuser_agent = \"maybe\"\n");
+        assert_mentions(&msg, &["line 2", "maybe", "`require`", "`fill`", "`pass`"]);
+
+        let msg = error_of("[robots]\non_4xx = \"Allow\"\n");
+        assert_mentions(&msg, &["line 2", "Allow", "`allow`", "`disallow`"]);
+
+        let msg = error_of("[log]\nformat = \"xml\"\n");
+        assert_mentions(&msg, &["line 2", "xml", "`text`", "`json`"]);
+    }
+
+    #[test]
+    fn bad_duration_names_key_line_and_accepted_units() {
+        let msg = error_of("[robots]\n\ndefault_ttl = \"5 parsecs\"\n");
+        assert_mentions(
+            &msg,
+            &["line 3", "default_ttl", "5 parsecs", "ms, s, m, h or d"],
+        );
+
+        let msg = error_of("[rate_limit]\nmax_wait = \"-1s\"\n");
+        assert_mentions(
+            &msg,
+            &["line 2", "max_wait", "-1s", "negative", "ms, s, m, h or d"],
+        );
+
+        let msg = error_of("[proxy]\nidle_timeout = 60\n");
+        assert_mentions(
+            &msg,
+            &["line 2", "idle_timeout", "integer `60`", "ms, s, m, h or d"],
+        );
+    }
+
+    #[test]
+    fn zero_duration_is_refused_where_it_makes_no_sense() {
+        let msg = error_of("[robots]\nfetch_timeout = \"0s\"\n");
+        assert_mentions(&msg, &["line 2", "fetch_timeout", "greater than zero"]);
+        // ... and accepted where it means "off".
+        let c = Config::from_toml(
+            "[rate_limit]\ndefault_delay = \"0ms\"\nmax_wait = \"0s\"\n",
+            "t",
+        )
+        .unwrap();
+        assert_eq!(c.rate_limit.default_delay, Duration::ZERO);
+        assert_eq!(c.rate_limit.max_wait, Duration::ZERO);
+    }
+
+    #[test]
+    fn zero_or_negative_count_is_refused() {
+        let msg = error_of("[robots]\ncache_capacity = 0\n");
+        assert_mentions(&msg, &["line 2", "cache_capacity", "at least 1"]);
+        let msg = error_of("[rate_limit]\nmax_per_host = -2\n");
+        assert_mentions(&msg, &["line 2", "max_per_host", "-2", "at least 1"]);
+        let msg = error_of("[rate_limit]\nmax_per_host = 5000000000\n");
+        assert_mentions(&msg, &["line 2", "max_per_host", "too large"]);
+        let msg = error_of("[proxy]\nmax_connections = \"many\"\n");
+        assert_mentions(&msg, &["line 2", "max_connections", "\"many\""]);
+        let msg = error_of("[robots]\nmax_redirects = -1\n");
+        assert_mentions(&msg, &["line 2", "max_redirects", "-1"]);
+    }
+
+    #[test]
+    fn bad_address_says_what_is_accepted() {
+        let msg = error_of("[proxy]\nlisten = \"localhost\"\n");
+        assert_mentions(&msg, &["line 2", "listen", "localhost", "127.0.0.1:3128"]);
+        let msg = error_of("[admin]\nlisten = 9180\n");
+        assert_mentions(&msg, &["line 2", "listen", "9180", "IP address and port"]);
+    }
+
+    #[test]
+    fn bad_client_network_is_refused() {
+        let msg = error_of("[proxy]\nallow_clients = [\"10.0.0.0/33\"]\n");
+        assert_mentions(&msg, &["line 2", "10.0.0.0/33", "CIDR"]);
+        let msg = error_of("[proxy]\nallow_clients = [\"intranet\"]\n");
+        assert_mentions(&msg, &["intranet", "bare IP address"]);
+        let msg = error_of("[proxy]\nallow_clients = []\n");
+        assert_mentions(&msg, &["line 2", "allow_clients", "empty", "0.0.0.0/0"]);
+    }
+
+    #[test]
+    fn bad_connect_ports_are_refused() {
+        let msg = error_of("[tls]\nconnect_ports = []\n");
+        assert_mentions(&msg, &["line 2", "connect_ports", "empty"]);
+        let msg = error_of("[tls]\nconnect_ports = [443, 0]\n");
+        assert_mentions(&msg, &["line 2", "port 0"]);
+        let msg = error_of("[tls]\nconnect_ports = [70000]\n");
+        assert_mentions(&msg, &["line 2", "70000"]);
+    }
+
+    #[test]
+    fn default_from_must_be_a_mailbox() {
+        for bad in [
+            "nobody",
+            "@example.com",
+            "robots@",
+            "robots@example..com",
+            "Robots <robots@example.com>",
+            "robots @example.com",
+            "robots@-example.com",
+        ] {
+            let msg = error_of(&format!("[identity]\ndefault_from = \"{bad}\"\n"));
+            assert_mentions(&msg, &["line 2", "default_from", bad, "not a mailbox"]);
+        }
+        for good in [
+            "a@b",
+            "robots-admin@example.invalid",
+            "first.last+tag@mail.example.org",
+        ] {
+            assert!(is_mailbox(good), "{good}");
+        }
+    }
+
+    #[test]
+    fn identity_strings_are_checked() {
+        let msg = error_of("[identity]\nrobot_name = \"example bot/1.0\"\n");
+        assert_mentions(&msg, &["line 2", "robot_name", "not a product token"]);
+        let msg = error_of("[identity]\ndefault_user_agent = \"\"\n");
+        assert_mentions(
+            &msg,
+            &["line 2", "default_user_agent", "not a valid header value"],
+        );
+        let msg = error_of("[identity]\ndefault_user_agent = \"bot\\r\\nX-Evil: 1\"\n");
+        assert_mentions(&msg, &["default_user_agent", "not a valid header value"]);
+    }
+
+    #[test]
+    fn log_level_accepts_filters_and_refuses_garbage() {
+        for good in [
+            "trace",
+            "warn",
+            "info,robots_guard::fetch=debug",
+            "hyper=off",
+        ] {
+            let c = Config::from_toml(&format!("[log]\nlevel = \"{good}\"\n"), "t").unwrap();
+            assert_eq!(c.log.level, good);
+        }
+        let msg = error_of("[log]\nlevel = \"\"\n");
+        assert_mentions(&msg, &["line 2", "level", "empty log level", "info"]);
+        let msg = error_of("[log]\nlevel = \"robots_guard=loud\"\n");
+        assert_mentions(&msg, &["line 2", "robots_guard=loud", "debug"]);
+    }
+
+    #[test]
+    fn toml_syntax_error_keeps_line_and_column() {
+        let msg = error_of("[proxy]\nlisten = \"127.0.0.1:3128\n");
+        assert_mentions(&msg, &["test.toml", "line 2", "column"]);
+    }
+
+    #[test]
+    fn parse_duration_table() {
+        let ok: &[(&str, Duration)] = &[
+            ("0s", Duration::ZERO),
+            ("500ms", Duration::from_millis(500)),
+            ("1s", Duration::from_secs(1)),
+            ("1.5s", Duration::from_millis(1500)),
+            ("1.1s", Duration::from_nanos(1_100_000_000)),
+            ("0.25ms", Duration::from_micros(250)),
+            ("1m", Duration::from_secs(60)),
+            ("1.5m", Duration::from_secs(90)),
+            ("24h", Duration::from_secs(86_400)),
+            ("30d", Duration::from_secs(30 * 86_400)),
+            (" 10s ", Duration::from_secs(10)),
+            ("007s", Duration::from_secs(7)),
+            ("1.000000001s", Duration::from_nanos(1_000_000_001)),
+        ];
+        for (input, want) in ok {
+            assert_eq!(parse_duration(input), Ok(*want), "{input:?}");
+        }
+        let bad: &[(&str, &str)] = &[
+            ("", "empty"),
+            ("  ", "empty"),
+            ("10", "missing unit"),
+            ("1.5", "missing unit"),
+            ("s", "does not start with a number"),
+            ("-1s", "negative"),
+            ("-0.5m", "negative"),
+            ("+1s", "does not start with a number"),
+            ("1sec", "unknown unit"),
+            ("1 s", "unknown unit"),
+            ("1S", "unknown unit"),
+            ("1h30m", "unknown unit"),
+            ("1e3s", "unknown unit"),
+            (".5s", "malformed number"),
+            ("5.s", "malformed number"),
+            ("1.2.3s", "malformed number"),
+            ("1.0000000001s", "malformed number"),
+            ("1000000000000000d", "too large"),
+            ("99999999999999999999999999999999999999999s", "too large"),
+        ];
+        for (input, why) in bad {
+            let err = parse_duration(input).expect_err(input);
+            assert!(err.contains(why), "{input:?}: {err}");
+            assert!(err.contains("ms, s, m, h or d"), "{input:?}: {err}");
+        }
+    }
+}
