@@ -1,3 +1,5 @@
 //! robots-guard: a forward HTTP(S) proxy that makes any HTTP client a polite robot.
 #![warn(missing_docs)]
+
+pub mod config;
 pub mod robots;
