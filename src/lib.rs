@@ -1,2 +1,4 @@
 //! robots-guard: a forward HTTP(S) proxy that makes any HTTP client a polite robot.
 #![warn(missing_docs)]
+
+pub mod policy;
