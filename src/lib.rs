@@ -2,4 +2,5 @@
 #![warn(missing_docs)]
 
 pub mod config;
+pub mod policy;
 pub mod robots;
