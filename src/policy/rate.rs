@@ -158,9 +158,9 @@ impl HostState {
 
     fn is_expired(&self, now: Instant, ttl: Duration) -> bool {
         self.is_idle()
-            && self.last_start.map_or(true, |t| {
-                now.saturating_duration_since(t) >= self.delay.max(ttl)
-            })
+            && self
+                .last_start
+                .is_none_or(|t| now.saturating_duration_since(t) >= self.delay.max(ttl))
     }
 
     /// A lower bound for when a request with spacing `delay`, queued behind `ahead`, starts:
@@ -239,7 +239,7 @@ impl Pacer {
             };
             if st.waiters.is_empty()
                 && st.in_flight < self.inner.settings.max_per_host.get()
-                && st.ready_at(delay).map_or(true, |t| t <= now)
+                && st.ready_at(delay).is_none_or(|t| t <= now)
             {
                 st.start(now, delay);
                 return Ok(self.permit(Some(key)));
