@@ -1,0 +1,137 @@
+//! The `robots-guard check` contract (DESIGN.md §8), through the real binary.
+
+use std::process::Command;
+
+fn robots_file(body: &str) -> tempfile_path::TempFile {
+    tempfile_path::TempFile::new(body)
+}
+
+/// A file under the target directory, removed on drop; enough for these
+/// tests without another dependency.
+mod tempfile_path {
+    use std::path::PathBuf;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    pub struct TempFile(pub PathBuf);
+
+    impl TempFile {
+        pub fn new(body: &str) -> TempFile {
+            static NEXT: AtomicUsize = AtomicUsize::new(0);
+            let n = NEXT.fetch_add(1, Ordering::Relaxed);
+            let path =
+                std::env::temp_dir().join(format!("rg-check-{}-{n}.txt", std::process::id()));
+            std::fs::write(&path, body).expect("write temp robots.txt");
+            TempFile(path)
+        }
+    }
+
+    impl Drop for TempFile {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+}
+
+fn check(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_robots-guard"))
+        .arg("check")
+        .args(args)
+        .output()
+        .expect("run robots-guard");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn cli_exit_codes_and_lines() {
+    let file = robots_file(
+        "User-agent: *\nDisallow: /private\n\nUser-agent: FooBot\nDisallow: /foo-only\n",
+    );
+    let path = file.0.to_str().expect("utf-8 temp path");
+
+    let (code, out, _) = check(&[
+        "--robots",
+        path,
+        "--agent",
+        "BarBot",
+        "/public",
+        "https://e.com/x",
+    ]);
+    assert_eq!(code, 0);
+    assert_eq!(out, "allowed\t/public\nallowed\thttps://e.com/x\n");
+
+    let (code, out, _) = check(&[
+        "--robots",
+        path,
+        "--agent",
+        "BarBot",
+        "/public",
+        "/private/a",
+    ]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        out,
+        "allowed\t/public\ndisallowed\t/private/a\tdisallow: /private\tline 2\n"
+    );
+
+    // A specific group replaces the global one.
+    let (code, out, _) = check(&[
+        "--robots",
+        path,
+        "--agent",
+        "foobot",
+        "/private/a",
+        "/foo-only",
+    ]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        out,
+        "allowed\t/private/a\ndisallowed\t/foo-only\tdisallow: /foo-only\tline 5\n"
+    );
+
+    // A full User-Agent header is reduced to its product token.
+    let (code, _, _) = check(&[
+        "--robots",
+        path,
+        "--user-agent",
+        "Mozilla/5.0 (compatible; FooBot/2.1; +http://x)",
+        "/foo-only",
+    ]);
+    assert_eq!(code, 1);
+}
+
+#[test]
+fn cli_errors_exit_2() {
+    let (code, _, err) = check(&["--robots", "/nonexistent/robots.txt", "--agent", "X", "/"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("cannot read /nonexistent/robots.txt"), "{err}");
+    let (code, _, _) = check(&["--agent", "X", "/"]);
+    assert_eq!(code, 2, "missing --robots is a usage error");
+}
+
+#[test]
+fn cli_explain_prints_diagnostics() {
+    let file = robots_file("User-agent: *\nDisalow: /x\nCrawl-delay: 3\nnonsense here too\n");
+    let path = file.0.to_str().expect("utf-8 temp path");
+    let (code, out, _) = check(&["--robots", path, "--agent", "X", "--explain", "/x"]);
+    assert_eq!(code, 1);
+    assert!(
+        out.starts_with("disallowed\t/x\tdisallow: /x\tline 2\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("# line 2: `Disalow` accepted as a misspelling of `disallow`"),
+        "{out}"
+    );
+    assert!(
+        out.contains("# pacing: at least 3.000s between requests"),
+        "{out}"
+    );
+    assert!(
+        out.contains("# line 4: no `key: value` on this line; ignored"),
+        "{out}"
+    );
+}
