@@ -3,5 +3,7 @@
 
 pub mod check;
 pub mod config;
+pub mod origin;
 pub mod policy;
 pub mod robots;
+pub mod upstream;

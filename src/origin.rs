@@ -1,0 +1,209 @@
+//! An origin: (scheme, host, port), the unit robots.txt applies to
+//! (RFC 9309 §2.3: rules apply to the scheme, host and port they were
+//! fetched from).
+
+use std::fmt;
+
+use http::uri::{Authority, Scheme as UriScheme, Uri};
+
+/// `http` or `https`: the two are different origins for robots.txt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Scheme {
+    /// Plain HTTP.
+    Http,
+    /// HTTP over TLS.
+    Https,
+}
+
+impl Scheme {
+    /// The scheme's name as in a URL.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scheme::Http => "http",
+            Scheme::Https => "https",
+        }
+    }
+
+    /// The port used when a URL names none.
+    pub fn default_port(self) -> u16 {
+        match self {
+            Scheme::Http => 80,
+            Scheme::Https => 443,
+        }
+    }
+}
+
+/// Why a request target does not name an origin.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OriginError {
+    /// No scheme: an origin-form request (`GET /path`) sent to a proxy.
+    #[error(
+        "the request target has no scheme; a proxy needs an absolute URL like http://host/path"
+    )]
+    NoScheme,
+    /// A scheme other than http or https.
+    #[error("unsupported scheme `{0}`; only http and https can be proxied")]
+    UnsupportedScheme(String),
+    /// No host in the URL or authority.
+    #[error("the request target has no host")]
+    NoHost,
+    /// The host is not a valid DNS name or IP literal.
+    #[error("invalid host `{0}`")]
+    InvalidHost(String),
+}
+
+/// A normalised origin: lowercase host (IPv6 without brackets), explicit
+/// port.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Origin {
+    /// http or https.
+    pub scheme: Scheme,
+    /// Lowercase DNS name or IP literal (IPv6 without brackets).
+    pub host: String,
+    /// Port, defaults filled in.
+    pub port: u16,
+}
+
+impl Origin {
+    /// The origin of an absolute-form request target.
+    ///
+    /// # Errors
+    ///
+    /// [`OriginError`] when the URI has no scheme, an unsupported one, or no
+    /// valid host.
+    pub fn from_uri(uri: &Uri) -> Result<Origin, OriginError> {
+        let scheme = match uri.scheme() {
+            None => return Err(OriginError::NoScheme),
+            Some(s) if *s == UriScheme::HTTP => Scheme::Http,
+            Some(s) if *s == UriScheme::HTTPS => Scheme::Https,
+            Some(s) => return Err(OriginError::UnsupportedScheme(s.as_str().to_string())),
+        };
+        let authority = uri.authority().ok_or(OriginError::NoHost)?;
+        Origin::from_authority(scheme, authority)
+    }
+
+    /// The origin for `scheme` and an authority (`host[:port]`), as in a
+    /// CONNECT request.
+    ///
+    /// # Errors
+    ///
+    /// [`OriginError::NoHost`] or [`OriginError::InvalidHost`].
+    pub fn from_authority(scheme: Scheme, authority: &Authority) -> Result<Origin, OriginError> {
+        let host = authority.host();
+        let host = host
+            .strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .unwrap_or(host);
+        if host.is_empty() {
+            return Err(OriginError::NoHost);
+        }
+        if !valid_host(host) {
+            return Err(OriginError::InvalidHost(host.to_string()));
+        }
+        Ok(Origin {
+            scheme,
+            host: host.to_ascii_lowercase(),
+            port: authority.port_u16().unwrap_or(scheme.default_port()),
+        })
+    }
+
+    /// `host:port` with IPv6 hosts bracketed, for connecting and `Host`
+    /// headers; the port is left out when it is the scheme's default.
+    pub fn authority(&self) -> String {
+        let host = self.bracketed_host();
+        if self.port == self.scheme.default_port() {
+            host
+        } else {
+            format!("{host}:{}", self.port)
+        }
+    }
+
+    /// The host with IPv6 literals in brackets.
+    pub fn bracketed_host(&self) -> String {
+        if self.host.contains(':') {
+            format!("[{}]", self.host)
+        } else {
+            self.host.clone()
+        }
+    }
+
+    /// `scheme://authority/robots.txt`.
+    pub fn robots_url(&self) -> String {
+        format!("{}://{}/robots.txt", self.scheme.as_str(), self.authority())
+    }
+
+    /// The key pacing uses: politeness protects the machine, so it is the
+    /// host alone, whatever the scheme and port (DESIGN.md §4).
+    pub fn pacing_key(&self) -> &str {
+        &self.host
+    }
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}://{}", self.scheme.as_str(), self.authority())
+    }
+}
+
+/// DNS names of letters, digits, `-`, `_` and dots, or IP literals.
+fn valid_host(host: &str) -> bool {
+    if host.parse::<std::net::IpAddr>().is_ok() {
+        return true;
+    }
+    host.len() <= 253
+        && host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.' || b == b'_')
+        && !host.starts_with('.')
+        && !host.contains("..")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn origin(uri: &str) -> Result<Origin, OriginError> {
+        Origin::from_uri(&uri.parse::<Uri>().expect("valid uri"))
+    }
+
+    #[test]
+    fn origin_normalises_scheme_host_port() {
+        let o = origin("http://Example.COM/path").expect("origin");
+        assert_eq!(
+            (o.scheme, o.host.as_str(), o.port),
+            (Scheme::Http, "example.com", 80)
+        );
+        assert_eq!(o.robots_url(), "http://example.com/robots.txt");
+        let o = origin("https://example.com:8443/").expect("origin");
+        assert_eq!(o.to_string(), "https://example.com:8443");
+        let o = origin("http://[::1]:8080/x").expect("origin");
+        assert_eq!(
+            (o.host.as_str(), o.authority()),
+            ("::1", "[::1]:8080".to_string())
+        );
+        assert_eq!(
+            origin("https://example.com:443/")
+                .expect("origin")
+                .authority(),
+            "example.com"
+        );
+    }
+
+    #[test]
+    fn origin_rejects_what_a_proxy_cannot_serve() {
+        assert_eq!(origin("/just/a/path"), Err(OriginError::NoScheme));
+        assert_eq!(
+            origin("ftp://example.com/"),
+            Err(OriginError::UnsupportedScheme("ftp".into()))
+        );
+        assert!(matches!(origin("http://exa$mple.com/"), Err(_)));
+    }
+
+    #[test]
+    fn http_and_https_are_different_origins_but_one_pacing_key() {
+        let a = origin("http://example.com/").expect("origin");
+        let b = origin("https://example.com/").expect("origin");
+        assert_ne!(a, b);
+        assert_eq!(a.pacing_key(), b.pacing_key());
+    }
+}

@@ -1,0 +1,198 @@
+//! The pooled client that talks to origins: for forwarded requests and for
+//! robots.txt fetches alike, so both share connections and TLS settings.
+//!
+//! Upstream TLS is verified against the Mozilla roots (webpki-roots) plus
+//! the PEM files of `tls.extra_roots`; nothing here can turn verification
+//! off.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+
+/// Errors of any body the proxy passes along.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The body type used on both sides of the proxy: streamed, never buffered.
+pub type ProxyBody = BoxBody<Bytes, BoxError>;
+
+/// The connector stack: TCP, then TLS for https URLs.
+pub type Connector = HttpsConnector<HttpConnector>;
+
+/// The shared upstream client.
+pub type UpstreamClient = Client<Connector, ProxyBody>;
+
+/// Settings for [`build_client`].
+#[derive(Debug, Clone)]
+pub struct UpstreamSettings {
+    /// TCP connect timeout.
+    pub connect_timeout: Duration,
+    /// Idle pooled connections are closed after this long.
+    pub pool_idle_timeout: Duration,
+    /// PEM files whose certificates are trusted as roots besides Mozilla's.
+    pub extra_roots: Vec<PathBuf>,
+}
+
+/// Why the upstream client could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamError {
+    /// An extra root file could not be read.
+    #[error("cannot read tls.extra_roots file {}: {error}", path.display())]
+    ReadRoots {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        error: std::io::Error,
+    },
+    /// An extra root file holds no usable certificate.
+    #[error("tls.extra_roots file {} holds no valid PEM certificate{detail}", path.display())]
+    BadRoots {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong, if known.
+        detail: String,
+    },
+    /// rustls refused the configuration.
+    #[error("TLS client configuration: {0}")]
+    Tls(#[from] rustls::Error),
+}
+
+/// Builds the rustls client configuration: Mozilla roots plus `extra_roots`,
+/// ALPN `h2` and `http/1.1`.
+///
+/// # Errors
+///
+/// [`UpstreamError`] when a root file is unreadable or holds no certificate.
+pub fn client_tls_config(extra_roots: &[PathBuf]) -> Result<rustls::ClientConfig, UpstreamError> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    for path in extra_roots {
+        add_pem_roots(&mut roots, path)?;
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+fn add_pem_roots(roots: &mut rustls::RootCertStore, path: &Path) -> Result<(), UpstreamError> {
+    let pem = std::fs::read(path).map_err(|error| UpstreamError::ReadRoots {
+        path: path.to_path_buf(),
+        error,
+    })?;
+    let mut added = 0;
+    for cert in rustls_pemfile::certs(&mut pem.as_slice()) {
+        let cert = cert.map_err(|e| UpstreamError::BadRoots {
+            path: path.to_path_buf(),
+            detail: format!(": {e}"),
+        })?;
+        roots.add(cert).map_err(|e| UpstreamError::BadRoots {
+            path: path.to_path_buf(),
+            detail: format!(": {e}"),
+        })?;
+        added += 1;
+    }
+    if added == 0 {
+        return Err(UpstreamError::BadRoots {
+            path: path.to_path_buf(),
+            detail: String::new(),
+        });
+    }
+    Ok(())
+}
+
+/// Builds the pooled upstream client (HTTP/1.1 and HTTP/2, as the origin
+/// offers through ALPN).
+///
+/// # Errors
+///
+/// See [`client_tls_config`].
+pub fn build_client(settings: &UpstreamSettings) -> Result<UpstreamClient, UpstreamError> {
+    let tls = client_tls_config(&settings.extra_roots)?;
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_nodelay(true);
+    http.set_connect_timeout(Some(settings.connect_timeout));
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .enable_http1()
+        .enable_http2()
+        .wrap_connector(http);
+    Ok(Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(settings.pool_idle_timeout)
+        .pool_max_idle_per_host(64)
+        .build(connector))
+}
+
+/// What went wrong talking to an origin, for choosing the answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UpstreamFailure {
+    /// The origin's certificate failed verification (never accepted).
+    Certificate(String),
+    /// DNS, refused or unreachable connection, TLS handshake failure.
+    Connect(String),
+    /// The connection broke or the origin answered with invalid HTTP.
+    Protocol(String),
+}
+
+impl UpstreamFailure {
+    /// Classifies an error of the upstream client by walking its sources.
+    pub fn classify(error: &(dyn std::error::Error + 'static)) -> UpstreamFailure {
+        let mut message = error.to_string();
+        let mut current: Option<&(dyn std::error::Error + 'static)> = Some(error);
+        let mut connect = false;
+        while let Some(e) = current {
+            if let Some(client) = e.downcast_ref::<hyper_util::client::legacy::Error>() {
+                connect |= client.is_connect();
+            }
+            if let Some(tls) = find_rustls(e) {
+                if let rustls::Error::InvalidCertificate(why) = tls {
+                    return UpstreamFailure::Certificate(format!("{why:?}"));
+                }
+                return UpstreamFailure::Connect(format!("TLS handshake failed: {tls}"));
+            }
+            let text = e.to_string();
+            if !text.is_empty() && !message.contains(&text) {
+                message = format!("{message}: {text}");
+            }
+            current = e.source();
+        }
+        if connect {
+            UpstreamFailure::Connect(message)
+        } else {
+            UpstreamFailure::Protocol(message)
+        }
+    }
+
+    /// A one-line description for people.
+    pub fn describe(&self) -> String {
+        match self {
+            UpstreamFailure::Certificate(why) => {
+                format!("the origin's TLS certificate failed verification: {why}")
+            }
+            UpstreamFailure::Connect(why) => format!("cannot connect to the origin: {why}"),
+            UpstreamFailure::Protocol(why) => {
+                format!("the origin's answer broke off or was not valid HTTP: {why}")
+            }
+        }
+    }
+}
+
+fn find_rustls<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
+    if let Some(tls) = e.downcast_ref::<rustls::Error>() {
+        return Some(tls);
+    }
+    e.downcast_ref::<std::io::Error>()
+        .and_then(|io| io.get_ref())
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+}
