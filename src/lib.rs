@@ -4,6 +4,8 @@
 pub mod check;
 pub mod config;
 pub mod origin;
+pub mod proxy;
 pub mod policy;
 pub mod robots;
+pub mod telemetry;
 pub mod upstream;

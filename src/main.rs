@@ -6,6 +6,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use robots_guard::check::{self, CheckRequest};
+use robots_guard::config::Config;
+use robots_guard::proxy::Server;
 
 #[derive(Parser)]
 #[command(
@@ -20,6 +22,12 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the proxy (the default when no command is given).
+    Serve {
+        /// The configuration file.
+        #[arg(long, value_name = "PATH", default_value = "config.toml")]
+        config: PathBuf,
+    },
     /// Test URLs against a robots.txt file: one line per URL, exit 0 if all
     /// are allowed, 1 if any is disallowed, 2 on error.
     Check {
@@ -57,10 +65,68 @@ fn main() -> ExitCode {
             explain,
             &urls,
         ),
-        None => {
-            eprintln!("robots-guard: no command given; see `robots-guard --help`");
-            ExitCode::from(2)
+        Some(Command::Serve { config }) => serve(&config),
+        None => serve(std::path::Path::new("config.toml")),
+    }
+}
+
+fn serve(config_path: &std::path::Path) -> ExitCode {
+    let config = match Config::load(config_path) {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("robots-guard: {e}");
+            return ExitCode::from(2);
         }
+    };
+    robots_guard::telemetry::init(&config.log);
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("robots-guard: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async {
+        let server = match Server::bind(&config).await {
+            Ok(server) => server,
+            Err(e) => {
+                tracing::error!("{e}");
+                eprintln!("robots-guard: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        tracing::info!(
+            listen = %server.local_addr(),
+            config = %config_path.display(),
+            "robots-guard proxy ready; set HTTP_PROXY=http://{}",
+            server.local_addr()
+        );
+        server.run(shutdown_signal()).await;
+        ExitCode::SUCCESS
+    })
+}
+
+/// Completes on ctrl-c or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
     }
 }
 

@@ -37,6 +37,8 @@ pub struct UpstreamSettings {
     pub pool_idle_timeout: Duration,
     /// PEM files whose certificates are trusted as roots besides Mozilla's.
     pub extra_roots: Vec<PathBuf>,
+    /// Offer HTTP/2 to origins (ALPN `h2`); off for upgrade requests.
+    pub http2: bool,
 }
 
 /// Why the upstream client could not be built.
@@ -63,8 +65,7 @@ pub enum UpstreamError {
     Tls(#[from] rustls::Error),
 }
 
-/// Builds the rustls client configuration: Mozilla roots plus `extra_roots`,
-/// ALPN `h2` and `http/1.1`.
+/// Builds the rustls client configuration: Mozilla roots plus `extra_roots`.
 ///
 /// # Errors
 ///
@@ -76,12 +77,10 @@ pub fn client_tls_config(extra_roots: &[PathBuf]) -> Result<rustls::ClientConfig
         add_pem_roots(&mut roots, path)?;
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
         .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(config)
+        .with_no_client_auth())
 }
 
 fn add_pem_roots(roots: &mut rustls::RootCertStore, path: &Path) -> Result<(), UpstreamError> {
@@ -117,17 +116,21 @@ fn add_pem_roots(roots: &mut rustls::RootCertStore, path: &Path) -> Result<(), U
 ///
 /// See [`client_tls_config`].
 pub fn build_client(settings: &UpstreamSettings) -> Result<UpstreamClient, UpstreamError> {
+    // ALPN is set by the connector builder below (h2 only when enabled).
     let tls = client_tls_config(&settings.extra_roots)?;
     let mut http = HttpConnector::new();
     http.enforce_http(false);
     http.set_nodelay(true);
     http.set_connect_timeout(Some(settings.connect_timeout));
-    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+    let builder = hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(tls)
         .https_or_http()
-        .enable_http1()
-        .enable_http2()
-        .wrap_connector(http);
+        .enable_http1();
+    let connector = if settings.http2 {
+        builder.enable_http2().wrap_connector(http)
+    } else {
+        builder.wrap_connector(http)
+    };
     Ok(Client::builder(TokioExecutor::new())
         .pool_idle_timeout(settings.pool_idle_timeout)
         .pool_max_idle_per_host(64)

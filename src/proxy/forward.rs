@@ -1,0 +1,209 @@
+//! Forwarding one request to its origin and streaming the answer back
+//! (RFC 9110 §7.6: hop-by-hop fields removed, `Via` added; RFC 9112 §3.2:
+//! `Host` is the target's authority).
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Request, Response, Version};
+use http_body::{Body, Frame, SizeHint};
+use http_body_util::BodyExt;
+
+use crate::upstream::{BoxError, ProxyBody, UpstreamClient, UpstreamFailure};
+
+/// Header fields that describe one connection and must not be forwarded.
+const HOP_BY_HOP: [HeaderName; 8] = [
+    header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    header::PROXY_AUTHENTICATE,
+    header::PROXY_AUTHORIZATION,
+    header::TE,
+    header::TRAILER,
+    header::TRANSFER_ENCODING,
+];
+
+/// Removes hop-by-hop fields, including those the `Connection` field names.
+/// `Upgrade` goes too unless `keep_upgrade` (a WebSocket handshake keeps
+/// `Connection: upgrade` and `Upgrade`).
+pub fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: bool) {
+    let named: Vec<HeaderName> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .collect();
+    for name in named.iter().chain(HOP_BY_HOP.iter()) {
+        if keep_upgrade && (name == header::CONNECTION || name == header::UPGRADE) {
+            continue;
+        }
+        headers.remove(name);
+    }
+    if keep_upgrade {
+        headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+    } else {
+        headers.remove(header::UPGRADE);
+    }
+}
+
+/// Appends this proxy to `Via` (`1.1 <pseudonym>`).
+pub fn add_via(headers: &mut HeaderMap, version: Version, pseudonym: &str) {
+    let protocol = match version {
+        Version::HTTP_10 => "1.0",
+        Version::HTTP_2 => "2",
+        Version::HTTP_3 => "3",
+        _ => "1.1",
+    };
+    let entry = format!("{protocol} {pseudonym}");
+    let value = match headers.get(header::VIA).and_then(|v| v.to_str().ok()) {
+        Some(existing) => format!("{existing}, {entry}"),
+        None => entry,
+    };
+    if let Ok(value) = HeaderValue::from_str(&value) {
+        headers.insert(header::VIA, value);
+    }
+}
+
+/// Does a `Via` field already name this proxy? Then the request looped.
+pub fn via_names(headers: &HeaderMap, pseudonym: &str) -> bool {
+    headers
+        .get_all(header::VIA)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|entry| entry.split_whitespace().nth(1) == Some(pseudonym))
+}
+
+/// Why forwarding failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ForwardError {
+    /// No response head within the upstream timeout.
+    Timeout(Duration),
+    /// Connect, TLS or protocol failure.
+    Failed(UpstreamFailure),
+}
+
+/// Sends `request` (absolute-form URI, already checked) upstream and returns
+/// the origin's response with its body streamed.
+///
+/// # Errors
+///
+/// [`ForwardError`] when the origin cannot be reached, fails verification,
+/// breaks off, or is too slow.
+pub async fn forward(
+    client: &UpstreamClient,
+    request: Request<ProxyBody>,
+    upstream_timeout: Duration,
+) -> Result<Response<ProxyBody>, ForwardError> {
+    let response = tokio::time::timeout(upstream_timeout, client.request(request))
+        .await
+        .map_err(|_| ForwardError::Timeout(upstream_timeout))?
+        .map_err(|e| ForwardError::Failed(UpstreamFailure::classify(&e)))?;
+    Ok(response.map(|body| body.map_err(BoxError::from).boxed()))
+}
+
+/// Prepares a client request for the origin: hop-by-hop fields out, `Via`
+/// in, `Host` left to the client library (which sets it from the URI), HTTP
+/// version chosen by the upstream connection.
+pub fn prepare_request(request: &mut Request<ProxyBody>, pseudonym: &str, keep_upgrade: bool) {
+    let version = request.version();
+    let headers = request.headers_mut();
+    strip_hop_by_hop(headers, keep_upgrade);
+    headers.remove(header::HOST);
+    add_via(headers, version, pseudonym);
+    *request.version_mut() = Version::HTTP_11;
+}
+
+/// Prepares an origin response for the client.
+pub fn prepare_response(response: &mut Response<ProxyBody>, pseudonym: &str, keep_upgrade: bool) {
+    let version = response.version();
+    let headers = response.headers_mut();
+    strip_hop_by_hop(headers, keep_upgrade);
+    add_via(headers, version, pseudonym);
+}
+
+/// A body that holds a value (the host's pacing slot) until the body is
+/// finished or dropped, so "in flight" lasts as long as the transfer.
+pub struct HoldingBody<T> {
+    inner: ProxyBody,
+    held: Option<T>,
+}
+
+impl<T> HoldingBody<T> {
+    /// Wraps `inner`, keeping `held` alive while it streams.
+    pub fn new(inner: ProxyBody, held: T) -> Self {
+        HoldingBody {
+            inner,
+            held: Some(held),
+        }
+    }
+}
+
+impl<T: Send + Unpin + 'static> Body for HoldingBody<T> {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if matches!(polled, Poll::Ready(None) | Poll::Ready(Some(Err(_)))) {
+            self.held = None;
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hop_by_hop_fields_are_removed() {
+        let mut h = HeaderMap::new();
+        h.insert(header::CONNECTION, HeaderValue::from_static("keep-alive, x-secret"));
+        h.insert("x-secret", HeaderValue::from_static("1"));
+        h.insert("keep-alive", HeaderValue::from_static("timeout=5"));
+        h.insert("proxy-authorization", HeaderValue::from_static("Basic eA=="));
+        h.insert("proxy-connection", HeaderValue::from_static("keep-alive"));
+        h.insert(header::TE, HeaderValue::from_static("trailers"));
+        h.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
+        h.insert("x-kept", HeaderValue::from_static("yes"));
+        strip_hop_by_hop(&mut h, false);
+        let names: Vec<&str> = h.keys().map(|k| k.as_str()).collect();
+        assert_eq!(names, vec!["x-kept"]);
+    }
+
+    #[test]
+    fn upgrade_kept_for_websocket() {
+        let mut h = HeaderMap::new();
+        h.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
+        h.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
+        strip_hop_by_hop(&mut h, true);
+        assert_eq!(h[header::UPGRADE], "websocket");
+        assert_eq!(h[header::CONNECTION], "upgrade");
+    }
+
+    #[test]
+    fn via_appended_and_loops_detected() {
+        let mut h = HeaderMap::new();
+        h.insert(header::VIA, HeaderValue::from_static("1.0 fred"));
+        add_via(&mut h, Version::HTTP_11, "robots-guard-abc");
+        assert_eq!(h[header::VIA], "1.0 fred, 1.1 robots-guard-abc");
+        assert!(via_names(&h, "robots-guard-abc"));
+        assert!(!via_names(&h, "robots-guard-abd"));
+    }
+}

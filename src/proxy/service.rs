@@ -1,0 +1,326 @@
+//! The request pipeline, in the order of DESIGN.md §1: parse → identity →
+//! robots.txt → verdict → pacing → forward. Each step returns a typed
+//! decision; only the last touches the network.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{Method, Request, Response};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use tokio::time::Instant;
+
+use super::forward::{self, ForwardError, HoldingBody};
+use super::response::Answer;
+use super::state::ProxyState;
+use crate::fetch::{RobotsEntry, RobotsRules};
+use crate::origin::{Origin, OriginError};
+use crate::telemetry::{log_request, RequestRecord};
+use crate::upstream::{BoxError, ProxyBody, UpstreamFailure};
+
+/// How a request ended, for the log line and metrics.
+struct Outcome {
+    verdict: &'static str,
+    rule_line: Option<u32>,
+    upstream: Option<Duration>,
+}
+
+impl Outcome {
+    fn refused(verdict: &'static str) -> Self {
+        Outcome {
+            verdict,
+            rule_line: None,
+            upstream: None,
+        }
+    }
+}
+
+/// Handles one request from a client of the plain-HTTP listener (or one
+/// decrypted from an intercepted tunnel, with `scheme_override`).
+pub async fn handle(
+    state: Arc<ProxyState>,
+    client: SocketAddr,
+    request: Request<Incoming>,
+) -> Response<ProxyBody> {
+    let request = request.map(|body| body.map_err(BoxError::from).boxed());
+    let method = request.method().to_string();
+    let url = request.uri().to_string();
+    let mut agent = String::new();
+    let (response, outcome) = match pipeline(&state, request, &mut agent).await {
+        Ok((response, outcome)) => (response, outcome),
+        Err((answer, outcome)) => (answer.into_response(), outcome),
+    };
+    log_request(&RequestRecord {
+        client,
+        method: &method,
+        url: &url,
+        agent: &agent,
+        verdict: outcome.verdict,
+        rule_line: outcome.rule_line,
+        status: response.status().as_u16(),
+        upstream: outcome.upstream,
+    });
+    response
+}
+
+type Refusal = (Answer, Outcome);
+
+async fn pipeline(
+    state: &ProxyState,
+    mut request: Request<ProxyBody>,
+    agent_out: &mut String,
+) -> Result<(Response<ProxyBody>, Outcome), Refusal> {
+    // 2. Parse the target.
+    let origin = target_origin(state, &request)?;
+    // 3. Identity: reject, fill in, or pass (may add headers).
+    if let Err(e) = state.identity.apply(request.headers_mut()) {
+        return Err((
+            Answer::Identity {
+                problem: e.to_string(),
+                hint: e.hint().to_string(),
+            },
+            Outcome::refused("identity"),
+        ));
+    }
+    let agent = state.agent_token(&request);
+    agent_out.push_str(&agent);
+
+    // 4-5. robots.txt for the origin, and the verdict. `/robots.txt` itself
+    // is always allowed (RFC 9309 §2.2.2).
+    let path = request
+        .uri()
+        .path_and_query()
+        .map_or("/", |pq| pq.as_str())
+        .to_string();
+    let is_robots_txt = request.uri().path() == "/robots.txt";
+    let mut delay = Duration::ZERO;
+    let mut rule_line = None;
+    if !is_robots_txt {
+        let entry = state.robots.lookup(&origin).await;
+        let verdict = robots_verdict(state, &entry, &origin, &agent, &path)?;
+        delay = verdict.delay;
+        rule_line = verdict.line;
+    }
+
+    // 6. Pacing.
+    let permit = match state.pacer.admit(origin.pacing_key(), delay).await {
+        Ok(permit) => permit,
+        Err(rejected) => {
+            return Err((
+                Answer::Pacing {
+                    host: origin.host.clone(),
+                    retry_after: rejected.retry_after,
+                },
+                Outcome {
+                    verdict: "pacing",
+                    rule_line,
+                    upstream: None,
+                },
+            ))
+        }
+    };
+
+    // 7. Forward. A protocol upgrade (WebSocket) keeps its Upgrade fields
+    // and, once the origin answers 101, becomes a byte pipe.
+    let upgrade = wants_upgrade(&request);
+    let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut request));
+    forward::prepare_request(&mut request, &state.pseudonym, upgrade);
+    let upstream_client = if upgrade {
+        &state.upgrade_client
+    } else {
+        &state.client
+    };
+    let started = Instant::now();
+    let forwarded = forward::forward(upstream_client, request, state.upstream_timeout).await;
+    let upstream = Some(started.elapsed());
+    let outcome = Outcome {
+        verdict: "allowed",
+        rule_line,
+        upstream,
+    };
+    match forwarded {
+        Ok(mut response) => {
+            let switching = response.status() == http::StatusCode::SWITCHING_PROTOCOLS;
+            if let (true, Some(client_upgrade)) = (switching, client_upgrade) {
+                let origin_upgrade = hyper::upgrade::on(&mut response);
+                tokio::spawn(super::upgrade::pipe(client_upgrade, origin_upgrade, permit));
+                forward::prepare_response(&mut response, &state.pseudonym, true);
+                return Ok((response, outcome));
+            }
+            forward::prepare_response(&mut response, &state.pseudonym, false);
+            let response = response.map(|body| HoldingBody::new(body, permit).boxed());
+            Ok((response, outcome))
+        }
+        Err(error) => {
+            let origin = origin.to_string();
+            let answer = match error {
+                ForwardError::Timeout(waited) => Answer::UpstreamTimeout { origin, waited },
+                ForwardError::Failed(UpstreamFailure::Certificate(reason)) => {
+                    Answer::UpstreamCertificate { origin, reason }
+                }
+                ForwardError::Failed(failure) => Answer::UpstreamError {
+                    origin,
+                    reason: failure.describe(),
+                },
+            };
+            Err((
+                answer,
+                Outcome {
+                    verdict: "upstream-failed",
+                    ..outcome
+                },
+            ))
+        }
+    }
+}
+
+/// `Connection: upgrade` with an `Upgrade` field (RFC 9110 §7.8).
+fn wants_upgrade<B>(request: &Request<B>) -> bool {
+    let connection_says_upgrade = request
+        .headers()
+        .get_all(http::header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|token| token.trim().eq_ignore_ascii_case("upgrade"));
+    connection_says_upgrade && request.headers().contains_key(http::header::UPGRADE)
+}
+
+/// Step 2: the origin of an absolute-form target, or why it cannot be
+/// proxied (origin-form requests to the proxy itself, loops, long URLs).
+fn target_origin(state: &ProxyState, request: &Request<ProxyBody>) -> Result<Origin, Refusal> {
+    let uri = request.uri();
+    let length = uri.to_string().len();
+    if length > state.max_url_length {
+        return Err((
+            Answer::UriTooLong {
+                limit: state.max_url_length,
+            },
+            Outcome::refused("bad-request"),
+        ));
+    }
+    if forward::via_names(request.headers(), &state.pseudonym) {
+        return Err((
+            Answer::Loop {
+                target: uri.to_string(),
+            },
+            Outcome::refused("loop"),
+        ));
+    }
+    let origin = Origin::from_uri(uri).map_err(|e| {
+        let reason = match e {
+            OriginError::NoScheme if request.method() != Method::CONNECT => format!(
+                "{e}. This is robots-guard, a forward proxy: set HTTP_PROXY=http://{} \
+                 and request absolute URLs through it.",
+                state.listen
+            ),
+            other => other.to_string(),
+        };
+        (Answer::BadRequest { reason }, Outcome::refused("bad-request"))
+    })?;
+    if targets_listener(&origin, state.listen) {
+        return Err((
+            Answer::Loop {
+                target: origin.to_string(),
+            },
+            Outcome::refused("loop"),
+        ));
+    }
+    Ok(origin)
+}
+
+/// Would a request to `origin` come straight back to this listener?
+fn targets_listener(origin: &Origin, listen: SocketAddr) -> bool {
+    if origin.port != listen.port() {
+        return false;
+    }
+    if origin.host == "localhost" {
+        return true;
+    }
+    match origin.host.parse::<IpAddr>() {
+        Ok(ip) => {
+            let ours = listen.ip();
+            let local = ip.is_loopback() || ip.is_unspecified();
+            ip == ours || ((ours.is_unspecified() || ours.is_loopback()) && local)
+        }
+        Err(_) => false,
+    }
+}
+
+/// What robots.txt says for this request.
+struct RobotsOk {
+    delay: Duration,
+    line: Option<u32>,
+}
+
+/// Steps 4-5: the entry's rules applied to the agent and path.
+fn robots_verdict(
+    state: &ProxyState,
+    entry: &RobotsEntry,
+    origin: &Origin,
+    agent: &str,
+    path: &str,
+) -> Result<RobotsOk, Refusal> {
+    match &entry.rules {
+        RobotsRules::Parsed(robots) => {
+            let rules = robots.for_agent(agent);
+            let verdict = rules.check(path);
+            let line = verdict.rule.map(|r| r.line);
+            if let (false, Some(rule)) = (verdict.allowed, verdict.rule) {
+                return Err((
+                    Answer::RobotsDisallow {
+                        origin: origin.to_string(),
+                        agent: agent.to_string(),
+                        kind: rule.kind,
+                        pattern: rule.pattern.to_string(),
+                        line: rule.line,
+                        robots_url: entry.robots_url.clone(),
+                    },
+                    Outcome {
+                        verdict: "disallowed",
+                        rule_line: line,
+                        upstream: None,
+                    },
+                ));
+            }
+            let delay = if state.honor_crawl_delay {
+                rules
+                    .min_interval()
+                    .map_or(Duration::ZERO, |d| d.min(state.max_crawl_delay))
+            } else {
+                Duration::ZERO
+            };
+            Ok(RobotsOk { delay, line })
+        }
+        RobotsRules::AllowAll { .. } => Ok(RobotsOk {
+            delay: Duration::ZERO,
+            line: None,
+        }),
+        RobotsRules::DisallowAll { status } => Err((
+            Answer::RobotsForbidden {
+                origin: origin.to_string(),
+                status: *status,
+                robots_url: entry.robots_url.clone(),
+            },
+            Outcome::refused("disallowed"),
+        )),
+        RobotsRules::Unreachable { reason } => Err((
+            Answer::RobotsUnreachable {
+                origin: origin.to_string(),
+                robots_url: entry.robots_url.clone(),
+                reason: reason.clone(),
+                retry_after: entry.retry_after.unwrap_or(Duration::from_secs(60)),
+            },
+            Outcome::refused("robots-unreachable"),
+        )),
+        RobotsRules::Certificate { reason } => Err((
+            Answer::UpstreamCertificate {
+                origin: origin.to_string(),
+                reason: reason.clone(),
+            },
+            Outcome::refused("upstream-certificate"),
+        )),
+    }
+}
+

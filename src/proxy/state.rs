@@ -1,0 +1,152 @@
+//! Everything the pipeline shares across requests, built once from the
+//! configuration.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use http::{HeaderValue, Request};
+
+use crate::config::{Config, IdentityMode as ConfigIdentityMode};
+use crate::fetch::{FetchSettings, RobotsCache};
+use crate::policy::{IdentityMode, IdentityPolicy, Pacer, PacingSettings};
+use crate::robots::product_token;
+use crate::upstream::{build_client, UpstreamClient, UpstreamError, UpstreamSettings};
+
+/// Shared state of one running proxy.
+pub struct ProxyState {
+    /// The address the proxy listens on (for loop detection and messages).
+    pub listen: SocketAddr,
+    /// This instance's name in `Via`; seeing it on an incoming request
+    /// means the request looped.
+    pub pseudonym: String,
+    /// User-Agent / From checks.
+    pub identity: IdentityPolicy,
+    /// `identity.robot_name`: overrides the User-Agent's product token.
+    pub robot_name: Option<String>,
+    /// robots.txt per origin.
+    pub robots: RobotsCache,
+    /// Per-host pacing.
+    pub pacer: Pacer,
+    /// Pooled upstream client.
+    pub client: UpstreamClient,
+    /// An HTTP/1.1-only client for upgrade requests: a WebSocket handshake
+    /// cannot ride an HTTP/2 connection.
+    pub upgrade_client: UpstreamClient,
+    /// `rate_limit.honor_crawl_delay`.
+    pub honor_crawl_delay: bool,
+    /// `rate_limit.max_crawl_delay`.
+    pub max_crawl_delay: Duration,
+    /// `proxy.upstream_timeout`.
+    pub upstream_timeout: Duration,
+    /// `proxy.max_url_length`.
+    pub max_url_length: usize,
+}
+
+/// Why the proxy could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// The upstream client could not be built (bad extra roots).
+    #[error(transparent)]
+    Upstream(#[from] UpstreamError),
+    /// A configured identity default is not a valid header value.
+    #[error("identity.{key} is not a valid header value")]
+    BadDefault {
+        /// The config key.
+        key: &'static str,
+    },
+}
+
+fn mode(m: ConfigIdentityMode) -> IdentityMode {
+    match m {
+        ConfigIdentityMode::Require => IdentityMode::Require,
+        ConfigIdentityMode::Fill => IdentityMode::Fill,
+        ConfigIdentityMode::Pass => IdentityMode::Pass,
+    }
+}
+
+impl ProxyState {
+    /// Builds the state for a proxy listening on `listen`.
+    ///
+    /// # Errors
+    ///
+    /// [`StateError`] when the upstream TLS roots or identity defaults are
+    /// unusable.
+    pub fn new(config: &Config, listen: SocketAddr) -> Result<ProxyState, StateError> {
+        let settings = UpstreamSettings {
+            connect_timeout: config.proxy.upstream_connect_timeout,
+            pool_idle_timeout: Duration::from_secs(90),
+            extra_roots: config.tls.extra_roots.clone(),
+            http2: true,
+        };
+        let client = build_client(&settings)?;
+        let upgrade_client = build_client(&UpstreamSettings {
+            http2: false,
+            ..settings
+        })?;
+        let identity = IdentityPolicy {
+            user_agent: mode(config.identity.user_agent),
+            from: mode(config.identity.from),
+            default_user_agent: HeaderValue::from_str(&config.identity.default_user_agent)
+                .map_err(|_| StateError::BadDefault {
+                    key: "default_user_agent",
+                })?,
+            default_from: HeaderValue::from_str(&config.identity.default_from)
+                .map_err(|_| StateError::BadDefault { key: "default_from" })?,
+        };
+        let rate = &config.rate_limit;
+        let pacer = Pacer::new(PacingSettings {
+            default_delay: rate.default_delay,
+            max_per_host: std::num::NonZeroUsize::new(rate.max_per_host.get() as usize)
+                .unwrap_or(std::num::NonZeroUsize::MIN),
+            max_wait: rate.max_wait,
+            idle_host_ttl: rate.idle_host_ttl,
+            max_hosts: rate.max_hosts.get(),
+        });
+        let robots = RobotsCache::new(
+            FetchSettings::from_config(config),
+            client.clone(),
+            pacer.clone(),
+        );
+        Ok(ProxyState {
+            listen,
+            pseudonym: format!("robots-guard-{:08x}", rand_u32()),
+            identity,
+            robot_name: config.identity.robot_name.clone(),
+            robots,
+            pacer,
+            client,
+            upgrade_client,
+            honor_crawl_delay: rate.honor_crawl_delay,
+            max_crawl_delay: rate.max_crawl_delay,
+            upstream_timeout: config.proxy.upstream_timeout,
+            max_url_length: config.proxy.max_url_length.get(),
+        })
+    }
+
+    /// The product token of a request: `identity.robot_name`, else the one
+    /// in its `User-Agent` (see [`product_token`]).
+    pub fn agent_token<B>(&self, request: &Request<B>) -> String {
+        if let Some(name) = &self.robot_name {
+            return name.clone();
+        }
+        request
+            .headers()
+            .get(http::header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .map(product_token)
+            .unwrap_or_default()
+            .to_string()
+    }
+}
+
+/// A random-enough instance id without another dependency: the hash of the
+/// process id and the time, through std's randomly keyed hasher.
+fn rand_u32() -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u32(std::process::id());
+    if let Ok(now) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+        hasher.write_u128(now.as_nanos());
+    }
+    hasher.finish() as u32
+}

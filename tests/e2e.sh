@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# End-to-end: the release binary, driven by curl, wget and Python requests
+# through HTTP_PROXY/http_proxy, against a loopback origin. Nothing leaves
+# 127.0.0.1. Ends with a "N passed, M failed" line.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+cargo build --release --quiet || { echo "e2e: build failed"; exit 1; }
+BIN=target/release/robots-guard
+WORK=$(mktemp -d)
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null; done
+  wait 2>/dev/null
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+unset NO_PROXY no_proxy HTTPS_PROXY https_proxy ALL_PROXY all_proxy
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# The origin.
+python3 tests/e2e_origin.py > "$WORK/origin.port" &
+PIDS+=($!)
+for _ in $(seq 50); do [[ -s $WORK/origin.port ]] && break; sleep 0.1; done
+ORIGIN_PORT=$(cat "$WORK/origin.port")
+ORIGIN="http://127.0.0.1:$ORIGIN_PORT"
+
+# The proxy.
+PROXY_PORT=$(free_port)
+ADMIN_PORT=$(free_port)
+cat > "$WORK/config.toml" <<TOML
+[proxy]
+listen = "127.0.0.1:$PROXY_PORT"
+[identity]
+user_agent = "require"
+from = "fill"
+[rate_limit]
+default_delay = "0s"
+[admin]
+listen = "127.0.0.1:$ADMIN_PORT"
+[tls]
+ca_cert = "$WORK/certs/ca.pem"
+ca_key = "$WORK/certs/ca.key"
+TOML
+"$BIN" serve --config "$WORK/config.toml" > "$WORK/proxy.log" 2>&1 &
+PIDS+=($!)
+for _ in $(seq 100); do
+  (echo > "/dev/tcp/127.0.0.1/$PROXY_PORT") 2>/dev/null && break
+  sleep 0.1
+done
+PROXY="http://127.0.0.1:$PROXY_PORT"
+
+passed=0
+failed=0
+check() { # name, expected, actual
+  if [[ "$2" == "$3" ]]; then
+    passed=$((passed + 1)); echo "ok   $1"
+  else
+    failed=$((failed + 1)); echo "FAIL $1: expected [$2], got [$3]"
+  fi
+}
+
+# curl, with -x and with http_proxy.
+check "curl -x allowed page" "200" "$(curl -s -o /dev/null -w '%{http_code}' -x "$PROXY" "$ORIGIN/page")"
+check "curl http_proxy allowed body" "hello from /page" "$(http_proxy=$PROXY curl -s "$ORIGIN/page")"
+check "curl disallowed is 403" "403" "$(curl -s -o /dev/null -w '%{http_code}' -x "$PROXY" "$ORIGIN/private/x")"
+check "curl 403 names the rule" "disallow: /private" \
+  "$(curl -s -D - -o /dev/null -x "$PROXY" "$ORIGIN/private/x" | tr -d '\r' | sed -n 's/^x-robots-guard-rule: //p')"
+check "curl allow inside disallow" "200" "$(curl -s -o /dev/null -w '%{http_code}' -x "$PROXY" "$ORIGIN/private/open/a")"
+check "curl robots.txt always allowed" "200" "$(curl -s -o /dev/null -w '%{http_code}' -x "$PROXY" -A StrictBot/1.0 "$ORIGIN/robots.txt")"
+check "curl StrictBot group" "403" "$(curl -s -o /dev/null -w '%{http_code}' -x "$PROXY" -A 'Mozilla/5.0 (compatible; StrictBot/2.0)' "$ORIGIN/page")"
+check "curl without User-Agent refused" "identity" \
+  "$(curl -s -D - -o /dev/null -x "$PROXY" -H 'User-Agent:' "$ORIGIN/page" | tr -d '\r' | sed -n 's/^x-robots-guard-reason: //p')"
+check "From filled in" "robots-admin@example.invalid" \
+  "$(curl -s -x "$PROXY" "$ORIGIN/echo-headers" | grep -i '^from:' | sed 's/^[^:]*: //')"
+check "Via added" "1" "$(curl -s -x "$PROXY" "$ORIGIN/echo-headers" | grep -ci '^via: 1.1 robots-guard')"
+check "POST body streamed" "got hello=1" "$(curl -s -x "$PROXY" -d hello=1 "$ORIGIN/post")"
+check "origin-form to the proxy is 400" "400" "$(curl -s -o /dev/null -w '%{http_code}' "$PROXY/page")"
+check "loop to the proxy is 508" "508" "$(curl -s -o /dev/null -w '%{http_code}' -x "$PROXY" "$PROXY/page")"
+
+# wget through http_proxy.
+check "wget allowed page" "hello from /w" "$(http_proxy=$PROXY wget -q -O - "$ORIGIN/w")"
+http_proxy=$PROXY wget -q -O /dev/null "$ORIGIN/private/w"
+check "wget disallowed exits 8 (server error)" "8" "$?"
+
+# Python requests through HTTP_PROXY.
+py() {
+  HTTP_PROXY=$PROXY python3 - "$@" <<'PY'
+import sys, requests
+r = requests.get(sys.argv[1], timeout=10)
+print(r.status_code, r.headers.get("x-robots-guard-reason", "-"))
+PY
+}
+check "requests allowed" "200 -" "$(py "$ORIGIN/req")"
+check "requests disallowed" "403 robots-disallow" "$(py "$ORIGIN/private/req")"
+
+# One robots.txt fetch served all of the above.
+check "robots.txt fetched once" "1" "$(curl -s --noproxy '*' "$ORIGIN/__robots_fetches")"
+
+# The proxy logged one line per request.
+check "requests logged" "yes" "$(grep -q 'verdict=disallowed' "$WORK/proxy.log" && echo yes || echo no)"
+
+echo
+echo "e2e: $passed passed, $failed failed"
+if ((failed > 0)); then
+  echo "--- proxy log ---"; tail -50 "$WORK/proxy.log"
+  exit 1
+fi
