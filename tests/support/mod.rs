@@ -12,7 +12,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::HeaderValue;
 use robots_guard::config::Config;
 use robots_guard::fetch::{FetchSettings, RobotsCache, RobotsFetcher};
 use robots_guard::policy::{Pacer, PacingSettings};
@@ -78,9 +77,4 @@ pub fn fetcher(settings: FetchSettings) -> RobotsFetcher {
 /// A cache with `settings`, the default client and no pacing.
 pub fn cache(settings: FetchSettings) -> RobotsCache {
     RobotsCache::new(fetcher(settings))
-}
-
-/// A header value from a test constant.
-pub fn header(value: &'static str) -> HeaderValue {
-    HeaderValue::from_static(value)
 }
