@@ -3,6 +3,7 @@
 
 pub mod check;
 pub mod config;
+pub mod fetch;
 pub mod origin;
 pub mod proxy;
 pub mod policy;

@@ -116,7 +116,8 @@ fn add_pem_roots(roots: &mut rustls::RootCertStore, path: &Path) -> Result<(), U
 ///
 /// See [`client_tls_config`].
 pub fn build_client(settings: &UpstreamSettings) -> Result<UpstreamClient, UpstreamError> {
-    // ALPN is set by the connector builder below (h2 only when enabled).
+    // hyper-rustls sets ALPN itself from `enable_http1`/`enable_http2` below
+    // and panics if the config already has protocols.
     let tls = client_tls_config(&settings.extra_roots)?;
     let mut http = HttpConnector::new();
     http.enforce_http(false);
@@ -191,11 +192,44 @@ impl UpstreamFailure {
     }
 }
 
+/// The rustls error `e` is or wraps. `io::Error`s are unwrapped by hand, as many levels
+/// deep as they go: hyper-rustls wraps tokio-rustls' `io::Error` in another one, and
+/// `io::Error::source` skips the wrapped error itself (it returns *its* source), so
+/// walking `source()` alone never meets the rustls error.
 fn find_rustls<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
-    if let Some(tls) = e.downcast_ref::<rustls::Error>() {
-        return Some(tls);
+    let mut current = e;
+    loop {
+        if let Some(tls) = current.downcast_ref::<rustls::Error>() {
+            return Some(tls);
+        }
+        let inner: &(dyn std::error::Error + 'static) =
+            current.downcast_ref::<std::io::Error>()?.get_ref()?;
+        current = inner;
     }
-    e.downcast_ref::<std::io::Error>()
-        .and_then(|io| io.get_ref())
-        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_certificate_error_is_found_inside_nested_io_errors() {
+        // The shape hyper-rustls produces: io::Error::other(tokio-rustls' io::Error).
+        let tls = rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer);
+        let inner = std::io::Error::new(std::io::ErrorKind::InvalidData, tls);
+        let outer = std::io::Error::other(inner);
+        assert!(matches!(
+            UpstreamFailure::classify(&outer),
+            UpstreamFailure::Certificate(why) if why.contains("UnknownIssuer")
+        ));
+    }
+
+    #[test]
+    fn other_errors_are_not_certificate_failures() {
+        let e = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset");
+        assert!(matches!(
+            UpstreamFailure::classify(&e),
+            UpstreamFailure::Protocol(_)
+        ));
+    }
 }

@@ -45,6 +45,7 @@ pub struct Server {
     state: Arc<ProxyState>,
     allow_clients: Vec<IpNet>,
     connections: Arc<Semaphore>,
+    max_connections: usize,
     header_read_timeout: Duration,
     max_header_bytes: usize,
     drain_timeout: Duration,
@@ -71,6 +72,7 @@ impl Server {
             state,
             allow_clients: config.proxy.allow_clients.clone(),
             connections: Arc::new(Semaphore::new(config.proxy.max_connections.get())),
+            max_connections: config.proxy.max_connections.get(),
             header_read_timeout: config.proxy.header_read_timeout,
             // hyper refuses buffers below 8 KiB.
             max_header_bytes: config.proxy.max_header_bytes.get().max(8192),
@@ -91,7 +93,9 @@ impl Server {
     /// Serves until `shutdown` completes, then stops accepting and lets
     /// in-flight requests finish (up to 30 s).
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
-        let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+        // Connections watch this to start a graceful close (finish the
+        // current request, then close) when the server stops.
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         tokio::pin!(shutdown);
         loop {
             // Take a connection slot before accepting: at the cap, new
@@ -130,19 +134,30 @@ impl Server {
                 .max_buf_size(self.max_header_bytes)
                 .serve_connection(TokioIo::new(stream), service)
                 .with_upgrades();
-            let connection = graceful.watch(connection);
+            let mut stop = stop_rx.clone();
             tokio::spawn(async move {
-                if let Err(error) = connection.await {
+                tokio::pin!(connection);
+                let result = tokio::select! {
+                    result = connection.as_mut() => result,
+                    // The guard `wait_for` returns is not Send: drop it at once.
+                    _ = async { stop.wait_for(|stopping| *stopping).await.map(|_| ()) } => {
+                        connection.as_mut().graceful_shutdown();
+                        connection.await
+                    }
+                };
+                if let Err(error) = result {
                     tracing::debug!(%client, %error, "connection ended with an error");
                 }
                 drop(slot);
             });
         }
         tracing::info!("shutting down: draining in-flight requests");
-        if tokio::time::timeout(self.drain_timeout, graceful.shutdown())
-            .await
-            .is_err()
-        {
+        let _ = stop_tx.send(true);
+        // Every open connection holds a slot: when all slots are back, all
+        // connections have finished.
+        let all = u32::try_from(self.max_connections).unwrap_or(u32::MAX);
+        let drained = self.connections.acquire_many(all);
+        if tokio::time::timeout(self.drain_timeout, drained).await.is_err() {
             tracing::warn!("drain timed out; closing remaining connections");
         }
     }

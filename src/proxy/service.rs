@@ -300,7 +300,7 @@ fn robots_verdict(
         RobotsRules::DisallowAll { status } => Err((
             Answer::RobotsForbidden {
                 origin: origin.to_string(),
-                status: *status,
+                status: status.as_u16(),
                 robots_url: entry.robots_url.clone(),
             },
             Outcome::refused("disallowed"),

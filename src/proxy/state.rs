@@ -2,12 +2,13 @@
 //! configuration.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::{HeaderValue, Request};
 
 use crate::config::{Config, IdentityMode as ConfigIdentityMode};
-use crate::fetch::{FetchSettings, RobotsCache};
+use crate::fetch::{FetchError, FetchSettings, RobotsCache, RobotsFetcher};
 use crate::policy::{IdentityMode, IdentityPolicy, Pacer, PacingSettings};
 use crate::robots::product_token;
 use crate::upstream::{build_client, UpstreamClient, UpstreamError, UpstreamSettings};
@@ -54,6 +55,9 @@ pub enum StateError {
         /// The config key.
         key: &'static str,
     },
+    /// The robots.txt fetcher could not be set up.
+    #[error(transparent)]
+    Fetch(#[from] FetchError),
 }
 
 fn mode(m: ConfigIdentityMode) -> IdentityMode {
@@ -102,11 +106,12 @@ impl ProxyState {
             idle_host_ttl: rate.idle_host_ttl,
             max_hosts: rate.max_hosts.get(),
         });
-        let robots = RobotsCache::new(
-            FetchSettings::from_config(config),
+        let fetch_settings = Arc::new(FetchSettings::from_config(config)?);
+        let robots = RobotsCache::new(RobotsFetcher::new(
             client.clone(),
             pacer.clone(),
-        );
+            fetch_settings,
+        ));
         Ok(ProxyState {
             listen,
             pseudonym: format!("robots-guard-{:08x}", rand_u32()),

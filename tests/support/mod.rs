@@ -1,0 +1,80 @@
+//! Helpers shared by the integration tests: a scripted origin server ([`origin`]) and
+//! ready-made settings, clients and caches that talk to it over loopback.
+//!
+//! Every test binary compiles this module on its own and uses a different part of it,
+//! hence the module-wide `dead_code` allowance.
+#![allow(dead_code)]
+
+pub mod origin;
+
+use std::num::NonZeroUsize;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use robots_guard::config::Config;
+use robots_guard::fetch::{FetchSettings, RobotsCache, RobotsFetcher};
+use robots_guard::policy::{Pacer, PacingSettings};
+use robots_guard::upstream::{build_client, UpstreamClient, UpstreamSettings};
+
+/// The `User-Agent` the test settings send.
+pub const TEST_USER_AGENT: &str = "robots-guard-test/1.0";
+
+/// The `From` the test settings send.
+pub const TEST_FROM: &str = "tests@example.invalid";
+
+/// [`FetchSettings`] from the default [`Config`], with a test identity and durations
+/// short enough for tests: `fetch_timeout` 2 s, `min_ttl` 10 ms, `failure_ttl` 100 ms
+/// (doubling up to 1 s). `default_ttl` (24 h), `max_size`, `max_redirects`, `on_4xx` and
+/// `stale_for` keep their defaults.
+pub fn fetch_settings() -> FetchSettings {
+    let mut config = Config::default();
+    config.identity.default_user_agent = TEST_USER_AGENT.to_owned();
+    config.identity.default_from = TEST_FROM.to_owned();
+    let mut settings = FetchSettings::from_config(&config).expect("test identity is valid");
+    settings.fetch_timeout = Duration::from_secs(2);
+    settings.min_ttl = Duration::from_millis(10);
+    settings.failure_ttl = Duration::from_millis(100);
+    settings.max_failure_ttl = Duration::from_secs(1);
+    settings
+}
+
+/// The same, with `f` applied.
+pub fn fetch_settings_with(f: impl FnOnce(&mut FetchSettings)) -> FetchSettings {
+    let mut settings = fetch_settings();
+    f(&mut settings);
+    settings
+}
+
+/// The upstream client as the proxy builds it, trusting the Mozilla roots plus
+/// `extra_roots`.
+pub fn client(extra_roots: &[PathBuf]) -> UpstreamClient {
+    build_client(&UpstreamSettings {
+        connect_timeout: Duration::from_secs(2),
+        pool_idle_timeout: Duration::from_secs(30),
+        extra_roots: extra_roots.to_vec(),
+    })
+    .expect("upstream client")
+}
+
+/// A pacer that never delays: every test origin is on host `127.0.0.1`, so real pacing
+/// would serialise unrelated tests' fetches.
+pub fn unpaced() -> Pacer {
+    Pacer::new(PacingSettings {
+        default_delay: Duration::ZERO,
+        max_per_host: NonZeroUsize::new(1000).expect("non-zero"),
+        max_wait: Duration::from_secs(60),
+        idle_host_ttl: Duration::from_secs(60),
+        max_hosts: 1000,
+    })
+}
+
+/// A fetcher with `settings`, the default client and no pacing.
+pub fn fetcher(settings: FetchSettings) -> RobotsFetcher {
+    RobotsFetcher::new(client(&[]), unpaced(), Arc::new(settings))
+}
+
+/// A cache with `settings`, the default client and no pacing.
+pub fn cache(settings: FetchSettings) -> RobotsCache {
+    RobotsCache::new(fetcher(settings))
+}
