@@ -95,11 +95,12 @@ PY
 check "requests allowed" "200 -" "$(py "$ORIGIN/req")"
 check "requests disallowed" "403 robots-disallow" "$(py "$ORIGIN/private/req")"
 
-# One robots.txt fetch served all of the above.
-check "robots.txt fetched once" "1" "$(curl -s --noproxy '*' "$ORIGIN/__robots_fetches")"
+# One robots.txt fetch by the proxy served all of the above; the other one is
+# the client's own request for /robots.txt, which is forwarded.
+check "robots.txt fetched once by the proxy" "2" "$(curl -s --noproxy '*' "$ORIGIN/__robots_fetches")"
 
 # The proxy logged one line per request.
-check "requests logged" "yes" "$(grep -q 'verdict=disallowed' "$WORK/proxy.log" && echo yes || echo no)"
+check "requests logged" "yes" "$(grep -q 'verdict="disallowed" rule_line=2 status=403' "$WORK/proxy.log" && echo yes || echo no)"
 
 echo
 echo "e2e: $passed passed, $failed failed"

@@ -174,10 +174,16 @@ mod tests {
     #[test]
     fn hop_by_hop_fields_are_removed() {
         let mut h = HeaderMap::new();
-        h.insert(header::CONNECTION, HeaderValue::from_static("keep-alive, x-secret"));
+        h.insert(
+            header::CONNECTION,
+            HeaderValue::from_static("keep-alive, x-secret"),
+        );
         h.insert("x-secret", HeaderValue::from_static("1"));
         h.insert("keep-alive", HeaderValue::from_static("timeout=5"));
-        h.insert("proxy-authorization", HeaderValue::from_static("Basic eA=="));
+        h.insert(
+            "proxy-authorization",
+            HeaderValue::from_static("Basic eA=="),
+        );
         h.insert("proxy-connection", HeaderValue::from_static("keep-alive"));
         h.insert(header::TE, HeaderValue::from_static("trailers"));
         h.insert(header::UPGRADE, HeaderValue::from_static("websocket"));

@@ -126,7 +126,9 @@ impl Server {
             let state = self.state.clone();
             let service = service_fn(move |request| {
                 let state = state.clone();
-                async move { Ok::<_, std::convert::Infallible>(service::handle(state, client, request).await) }
+                async move {
+                    Ok::<_, std::convert::Infallible>(service::handle(state, client, request).await)
+                }
             });
             let connection = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
@@ -157,7 +159,10 @@ impl Server {
         // connections have finished.
         let all = u32::try_from(self.max_connections).unwrap_or(u32::MAX);
         let drained = self.connections.acquire_many(all);
-        if tokio::time::timeout(self.drain_timeout, drained).await.is_err() {
+        if tokio::time::timeout(self.drain_timeout, drained)
+            .await
+            .is_err()
+        {
             tracing::warn!("drain timed out; closing remaining connections");
         }
     }

@@ -117,12 +117,14 @@ impl Answer {
     /// The status code of this answer.
     pub fn status(&self) -> StatusCode {
         match self {
-            Answer::RobotsDisallow { .. } | Answer::RobotsForbidden { .. } | Answer::Identity { .. } => {
-                StatusCode::FORBIDDEN
-            }
+            Answer::RobotsDisallow { .. }
+            | Answer::RobotsForbidden { .. }
+            | Answer::Identity { .. } => StatusCode::FORBIDDEN,
             Answer::Pacing { .. } => StatusCode::TOO_MANY_REQUESTS,
             Answer::RobotsUnreachable { .. } => StatusCode::SERVICE_UNAVAILABLE,
-            Answer::UpstreamCertificate { .. } | Answer::UpstreamError { .. } => StatusCode::BAD_GATEWAY,
+            Answer::UpstreamCertificate { .. } | Answer::UpstreamError { .. } => {
+                StatusCode::BAD_GATEWAY
+            }
             Answer::UpstreamTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             Answer::BadRequest { .. } => StatusCode::BAD_REQUEST,
             Answer::UriTooLong { .. } => StatusCode::URI_TOO_LONG,
@@ -216,7 +218,10 @@ impl Answer {
         let mut response = Response::new(text_body(self.body()));
         *response.status_mut() = self.status();
         let headers = response.headers_mut();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+        headers.insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
         headers.insert(REASON, HeaderValue::from_static(self.reason()));
         let mut put = |name: HeaderName, value: &str| {
             // Values come from validated origins, ASCII patterns and tokens;
@@ -248,7 +253,9 @@ impl Answer {
                 put(ROBOTS_URL, robots_url);
                 put(RETRY_AFTER.clone(), &retry_after_secs(*retry_after));
             }
-            Answer::Pacing { retry_after, .. } => put(RETRY_AFTER.clone(), &retry_after_secs(*retry_after)),
+            Answer::Pacing { retry_after, .. } => {
+                put(RETRY_AFTER.clone(), &retry_after_secs(*retry_after))
+            }
             _ => {}
         }
         response
@@ -263,7 +270,9 @@ fn retry_after_secs(d: Duration) -> String {
 
 /// A complete body from a string.
 pub fn text_body(text: String) -> ProxyBody {
-    Full::new(Bytes::from(text)).map_err(|never| match never {}).boxed()
+    Full::new(Bytes::from(text))
+        .map_err(|never| match never {})
+        .boxed()
 }
 
 #[cfg(test)]

@@ -49,7 +49,10 @@ pub async fn handle(
     let mut agent = String::new();
     let (response, outcome) = match pipeline(&state, request, &mut agent).await {
         Ok((response, outcome)) => (response, outcome),
-        Err((answer, outcome)) => (answer.into_response(), outcome),
+        Err(refusal) => {
+            let (answer, outcome) = *refusal;
+            (answer.into_response(), outcome)
+        }
     };
     log_request(&RequestRecord {
         client,
@@ -64,7 +67,12 @@ pub async fn handle(
     response
 }
 
-type Refusal = (Answer, Outcome);
+/// A refusal: the answer and how to log it. Boxed: it is the cold path.
+type Refusal = Box<(Answer, Outcome)>;
+
+fn refuse(answer: Answer, outcome: Outcome) -> Refusal {
+    Box::new((answer, outcome))
+}
 
 async fn pipeline(
     state: &ProxyState,
@@ -75,7 +83,7 @@ async fn pipeline(
     let origin = target_origin(state, &request)?;
     // 3. Identity: reject, fill in, or pass (may add headers).
     if let Err(e) = state.identity.apply(request.headers_mut()) {
-        return Err((
+        return Err(refuse(
             Answer::Identity {
                 problem: e.to_string(),
                 hint: e.hint().to_string(),
@@ -107,7 +115,7 @@ async fn pipeline(
     let permit = match state.pacer.admit(origin.pacing_key(), delay).await {
         Ok(permit) => permit,
         Err(rejected) => {
-            return Err((
+            return Err(refuse(
                 Answer::Pacing {
                     host: origin.host.clone(),
                     retry_after: rejected.retry_after,
@@ -164,7 +172,7 @@ async fn pipeline(
                     reason: failure.describe(),
                 },
             };
-            Err((
+            Err(refuse(
                 answer,
                 Outcome {
                     verdict: "upstream-failed",
@@ -193,7 +201,7 @@ fn target_origin(state: &ProxyState, request: &Request<ProxyBody>) -> Result<Ori
     let uri = request.uri();
     let length = uri.to_string().len();
     if length > state.max_url_length {
-        return Err((
+        return Err(refuse(
             Answer::UriTooLong {
                 limit: state.max_url_length,
             },
@@ -201,7 +209,7 @@ fn target_origin(state: &ProxyState, request: &Request<ProxyBody>) -> Result<Ori
         ));
     }
     if forward::via_names(request.headers(), &state.pseudonym) {
-        return Err((
+        return Err(refuse(
             Answer::Loop {
                 target: uri.to_string(),
             },
@@ -217,10 +225,13 @@ fn target_origin(state: &ProxyState, request: &Request<ProxyBody>) -> Result<Ori
             ),
             other => other.to_string(),
         };
-        (Answer::BadRequest { reason }, Outcome::refused("bad-request"))
+        refuse(
+            Answer::BadRequest { reason },
+            Outcome::refused("bad-request"),
+        )
     })?;
     if targets_listener(&origin, state.listen) {
-        return Err((
+        return Err(refuse(
             Answer::Loop {
                 target: origin.to_string(),
             },
@@ -268,7 +279,7 @@ fn robots_verdict(
             let verdict = rules.check(path);
             let line = verdict.rule.map(|r| r.line);
             if let (false, Some(rule)) = (verdict.allowed, verdict.rule) {
-                return Err((
+                return Err(refuse(
                     Answer::RobotsDisallow {
                         origin: origin.to_string(),
                         agent: agent.to_string(),
@@ -297,7 +308,7 @@ fn robots_verdict(
             delay: Duration::ZERO,
             line: None,
         }),
-        RobotsRules::DisallowAll { status } => Err((
+        RobotsRules::DisallowAll { status } => Err(refuse(
             Answer::RobotsForbidden {
                 origin: origin.to_string(),
                 status: status.as_u16(),
@@ -305,7 +316,7 @@ fn robots_verdict(
             },
             Outcome::refused("disallowed"),
         )),
-        RobotsRules::Unreachable { reason } => Err((
+        RobotsRules::Unreachable { reason } => Err(refuse(
             Answer::RobotsUnreachable {
                 origin: origin.to_string(),
                 robots_url: entry.robots_url.clone(),
@@ -314,7 +325,7 @@ fn robots_verdict(
             },
             Outcome::refused("robots-unreachable"),
         )),
-        RobotsRules::Certificate { reason } => Err((
+        RobotsRules::Certificate { reason } => Err(refuse(
             Answer::UpstreamCertificate {
                 origin: origin.to_string(),
                 reason: reason.clone(),
@@ -323,4 +334,3 @@ fn robots_verdict(
         )),
     }
 }
-

@@ -94,8 +94,11 @@ impl ProxyState {
                 .map_err(|_| StateError::BadDefault {
                     key: "default_user_agent",
                 })?,
-            default_from: HeaderValue::from_str(&config.identity.default_from)
-                .map_err(|_| StateError::BadDefault { key: "default_from" })?,
+            default_from: HeaderValue::from_str(&config.identity.default_from).map_err(|_| {
+                StateError::BadDefault {
+                    key: "default_from",
+                }
+            })?,
         };
         let rate = &config.rate_limit;
         let pacer = Pacer::new(PacingSettings {
