@@ -6,4 +6,5 @@ pub mod config;
 pub mod origin;
 pub mod policy;
 pub mod robots;
+pub mod tls;
 pub mod upstream;
