@@ -9,4 +9,5 @@ pub mod policy;
 pub mod proxy;
 pub mod robots;
 pub mod telemetry;
+pub mod tls;
 pub mod upstream;

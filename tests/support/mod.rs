@@ -53,6 +53,7 @@ pub fn client(extra_roots: &[PathBuf]) -> UpstreamClient {
         connect_timeout: Duration::from_secs(2),
         pool_idle_timeout: Duration::from_secs(30),
         extra_roots: extra_roots.to_vec(),
+        http2: true,
     })
     .expect("upstream client")
 }
