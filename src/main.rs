@@ -28,6 +28,11 @@ enum Command {
         #[arg(long, value_name = "PATH", default_value = "config.toml")]
         config: PathBuf,
     },
+    /// Manage the local CA used for HTTPS interception.
+    Ca {
+        #[command(subcommand)]
+        command: CaCommand,
+    },
     /// Test URLs against a robots.txt file: one line per URL, exit 0 if all
     /// are allowed, 1 if any is disallowed, 2 on error.
     Check {
@@ -49,6 +54,19 @@ enum Command {
     },
 }
 
+#[derive(Subcommand)]
+enum CaCommand {
+    /// Create the CA certificate (`ca.pem`) and key (`ca.key`, mode 0600).
+    Init {
+        /// Where to put the files.
+        #[arg(long, default_value = "certs")]
+        dir: PathBuf,
+        /// Replace an existing CA (clients trusting the old one will reject the proxy).
+        #[arg(long)]
+        force: bool,
+    },
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
@@ -66,7 +84,30 @@ fn main() -> ExitCode {
             &urls,
         ),
         Some(Command::Serve { config }) => serve(&config),
+        Some(Command::Ca {
+            command: CaCommand::Init { dir, force },
+        }) => ca_init(&dir, force),
         None => serve(std::path::Path::new("config.toml")),
+    }
+}
+
+fn ca_init(dir: &std::path::Path, force: bool) -> ExitCode {
+    match robots_guard::tls::init_ca(dir, force) {
+        Ok(files) => {
+            println!(
+                "created {} and {} (mode 0600)\n\
+                 trust it in clients: curl --cacert {cert}, REQUESTS_CA_BUNDLE={cert}, \
+                 SSL_CERT_FILE={cert}, or the system store (see README)",
+                files.cert.display(),
+                files.key.display(),
+                cert = files.cert.display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("robots-guard: {e}");
+            ExitCode::from(2)
+        }
     }
 }
 

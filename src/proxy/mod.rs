@@ -1,6 +1,7 @@
 //! The proxy listener: accept, connection cap, client check, hyper
 //! connection serving with upgrades, graceful drain on shutdown.
 
+mod connect;
 mod forward;
 pub mod response;
 mod service;

@@ -106,6 +106,11 @@ pub enum Answer {
         /// The limit.
         limit: usize,
     },
+    /// 403: CONNECT to a port outside `tls.connect_ports`.
+    PortRefused {
+        /// The port asked for.
+        port: u16,
+    },
     /// 508: the request would come back to this proxy.
     Loop {
         /// What the request targeted.
@@ -119,7 +124,8 @@ impl Answer {
         match self {
             Answer::RobotsDisallow { .. }
             | Answer::RobotsForbidden { .. }
-            | Answer::Identity { .. } => StatusCode::FORBIDDEN,
+            | Answer::Identity { .. }
+            | Answer::PortRefused { .. } => StatusCode::FORBIDDEN,
             Answer::Pacing { .. } => StatusCode::TOO_MANY_REQUESTS,
             Answer::RobotsUnreachable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Answer::UpstreamCertificate { .. } | Answer::UpstreamError { .. } => {
@@ -145,6 +151,7 @@ impl Answer {
             Answer::UpstreamTimeout { .. } => "upstream-timeout",
             Answer::BadRequest { .. } => "bad-request",
             Answer::UriTooLong { .. } => "uri-too-long",
+            Answer::PortRefused { .. } => "port-refused",
             Answer::Loop { .. } => "loop",
         }
     }
@@ -206,6 +213,10 @@ impl Answer {
             Answer::UriTooLong { limit } => format!(
                 "414 URI Too Long\n\nThis proxy refuses URLs longer than {limit} bytes \
                  (proxy.max_url_length); very long URLs are usually crawler traps.\n"
+            ),
+            Answer::PortRefused { port } => format!(
+                "403 Forbidden\n\nCONNECT to port {port} is not allowed (tls.connect_ports); \
+                 the origin was not contacted.\n"
             ),
             Answer::Loop { target } => format!(
                 "508 Loop Detected\n\n{target} is this proxy itself; the request would loop.\n"

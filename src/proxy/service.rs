@@ -36,9 +36,21 @@ impl Outcome {
     }
 }
 
-/// Handles one request from a client of the plain-HTTP listener (or one
-/// decrypted from an intercepted tunnel, with `scheme_override`).
+/// Handles one request from a client of the proxy listener.
 pub async fn handle(
+    state: Arc<ProxyState>,
+    client: SocketAddr,
+    request: Request<Incoming>,
+) -> Response<ProxyBody> {
+    if request.method() == Method::CONNECT {
+        return super::connect::handle(state, client, request).await;
+    }
+    serve_request(state, client, request).await
+}
+
+/// Runs one absolute-form request through the pipeline and logs it: a plain
+/// HTTP request, or one decrypted from an intercepted CONNECT.
+pub async fn serve_request(
     state: Arc<ProxyState>,
     client: SocketAddr,
     request: Request<Incoming>,
@@ -242,7 +254,7 @@ fn target_origin(state: &ProxyState, request: &Request<ProxyBody>) -> Result<Ori
 }
 
 /// Would a request to `origin` come straight back to this listener?
-fn targets_listener(origin: &Origin, listen: SocketAddr) -> bool {
+pub(super) fn targets_listener(origin: &Origin, listen: SocketAddr) -> bool {
     if origin.port != listen.port() {
         return false;
     }

@@ -7,10 +7,11 @@ use std::time::Duration;
 
 use http::{HeaderValue, Request};
 
-use crate::config::{Config, IdentityMode as ConfigIdentityMode};
+use crate::config::{Config, IdentityMode as ConfigIdentityMode, TlsMode};
 use crate::fetch::{FetchError, FetchSettings, RobotsCache, RobotsFetcher};
 use crate::policy::{IdentityMode, IdentityPolicy, Pacer, PacingSettings};
 use crate::robots::product_token;
+use crate::tls::{CertificateAuthority, LeafMinter, TlsError};
 use crate::upstream::{build_client, UpstreamClient, UpstreamError, UpstreamSettings};
 
 /// Shared state of one running proxy.
@@ -41,7 +42,23 @@ pub struct ProxyState {
     pub upstream_timeout: Duration,
     /// `proxy.max_url_length`.
     pub max_url_length: usize,
+    /// `tls.mode`: intercept or tunnel CONNECTs.
+    pub tls_mode: TlsMode,
+    /// `tls.connect_ports`: the only ports CONNECT may reach.
+    pub connect_ports: Vec<u16>,
+    /// Leaf certificates for interception (intercept mode only).
+    pub minter: Option<Arc<LeafMinter>>,
+    /// `proxy.upstream_connect_timeout`, for tunnels.
+    pub connect_timeout: Duration,
+    /// `proxy.header_read_timeout`, also the client TLS handshake limit.
+    pub header_read_timeout: Duration,
+    /// The configured identity's product token, for tunnel-mode CONNECTs
+    /// that name no agent.
+    pub default_agent: String,
 }
+
+/// How many leaf certificates stay cached (one per intercepted host).
+const LEAF_CACHE_CAPACITY: usize = 4096;
 
 /// Why the proxy could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -58,6 +75,9 @@ pub enum StateError {
     /// The robots.txt fetcher could not be set up.
     #[error(transparent)]
     Fetch(#[from] FetchError),
+    /// The interception CA could not be loaded or created.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
 }
 
 fn mode(m: ConfigIdentityMode) -> IdentityMode {
@@ -115,6 +135,15 @@ impl ProxyState {
             pacer.clone(),
             fetch_settings,
         ));
+        let minter = match config.tls.mode {
+            TlsMode::Intercept => Some(Arc::new(load_minter(config)?)),
+            TlsMode::Tunnel => None,
+        };
+        let default_agent = config
+            .identity
+            .robot_name
+            .clone()
+            .unwrap_or_else(|| product_token(&config.identity.default_user_agent).to_string());
         Ok(ProxyState {
             listen,
             pseudonym: format!("robots-guard-{:08x}", rand_u32()),
@@ -128,7 +157,24 @@ impl ProxyState {
             max_crawl_delay: rate.max_crawl_delay,
             upstream_timeout: config.proxy.upstream_timeout,
             max_url_length: config.proxy.max_url_length.get(),
+            tls_mode: config.tls.mode,
+            connect_ports: config.tls.connect_ports.clone(),
+            minter,
+            connect_timeout: config.proxy.upstream_connect_timeout,
+            header_read_timeout: config.proxy.header_read_timeout,
+            default_agent,
         })
+    }
+
+    /// The agent of a tunnel-mode CONNECT: its own `User-Agent`'s token,
+    /// else `robot_name`, else the configured default identity's token.
+    pub fn tunnel_agent<B>(&self, request: &Request<B>) -> String {
+        let token = self.agent_token(request);
+        if token.is_empty() {
+            self.default_agent.clone()
+        } else {
+            token
+        }
     }
 
     /// The product token of a request: `identity.robot_name`, else the one
@@ -145,6 +191,27 @@ impl ProxyState {
             .unwrap_or_default()
             .to_string()
     }
+}
+
+/// Loads the CA of `tls.ca_cert`/`tls.ca_key`, creating it on first start,
+/// and says where it is and how to trust it.
+fn load_minter(config: &Config) -> Result<LeafMinter, StateError> {
+    let (cert, key) = (&config.tls.ca_cert, &config.tls.ca_key);
+    let (ca, created) = CertificateAuthority::load_or_create(cert, key)?;
+    if created {
+        tracing::warn!(
+            cert = %cert.display(),
+            key = %key.display(),
+            "created a new local CA for HTTPS interception; clients must trust {} \
+             (curl --cacert, REQUESTS_CA_BUNDLE, SSL_CERT_FILE or the system store; see README)",
+            cert.display()
+        );
+    } else {
+        tracing::info!(cert = %cert.display(), "HTTPS interception CA loaded");
+    }
+    let capacity =
+        std::num::NonZeroUsize::new(LEAF_CACHE_CAPACITY).unwrap_or(std::num::NonZeroUsize::MIN);
+    Ok(LeafMinter::new(ca, capacity)?)
 }
 
 /// A random-enough instance id without another dependency: the hash of the

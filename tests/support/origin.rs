@@ -338,8 +338,9 @@ where
         }
     });
     // Errors here are the client going away or our own takeover: nothing to report.
+    // Upgrades are on so a handler can answer 101 and take the connection over.
     let _ = auto::Builder::new(TokioExecutor::new())
-        .serve_connection(TokioIo::new(io), service)
+        .serve_connection_with_upgrades(TokioIo::new(io), service)
         .await;
 }
 

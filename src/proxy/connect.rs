@@ -1,0 +1,333 @@
+//! CONNECT (DESIGN.md §5): TLS interception, or a blind tunnel.
+//!
+//! In `intercept` mode the proxy answers `200`, terminates TLS with a leaf
+//! certificate minted for the host, and runs every decrypted request through
+//! the same pipeline as plain HTTP, with origin `https://host:port`. CONNECT
+//! itself passes only the client checks: identity is checked on each
+//! decrypted request, because common clients send CONNECT without a
+//! `User-Agent`. In `tunnel` mode the proxy cannot see paths, so the only
+//! decision is per origin: `403` when the agent may fetch nothing there.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use http::uri::{Authority, Scheme as UriScheme};
+use http::{Request, Response, StatusCode, Uri};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::net::TcpStream;
+
+use super::response::Answer;
+use super::service;
+use super::state::ProxyState;
+use crate::config::TlsMode;
+use crate::fetch::RobotsRules;
+use crate::origin::{Origin, Scheme};
+use crate::telemetry::{log_request, RequestRecord};
+use crate::upstream::ProxyBody;
+
+/// Answers a CONNECT request.
+pub async fn handle(
+    state: Arc<ProxyState>,
+    client: SocketAddr,
+    mut request: Request<Incoming>,
+) -> Response<ProxyBody> {
+    let target = request.uri().to_string();
+    let (response, agent, verdict) = match decide(&state, &request).await {
+        Err((answer, agent, verdict)) => (answer.into_response(), agent, verdict),
+        Ok(Decision::Intercept(authority)) => {
+            let on_upgrade = hyper::upgrade::on(&mut request);
+            let state = state.clone();
+            tokio::spawn(async move {
+                match on_upgrade.await {
+                    Ok(upgraded) => intercept(state, client, authority, upgraded).await,
+                    Err(error) => tracing::debug!(%client, %error, "CONNECT upgrade failed"),
+                }
+            });
+            (established(), String::new(), "intercept")
+        }
+        Ok(Decision::Tunnel {
+            upstream,
+            agent,
+            permit,
+        }) => {
+            let on_upgrade = hyper::upgrade::on(&mut request);
+            tokio::spawn(async move {
+                match on_upgrade.await {
+                    Ok(upgraded) => {
+                        // The start was paced; the slot is freed once the
+                        // tunnel is up, so long-lived tunnels do not block
+                        // the host's other requests.
+                        drop(permit);
+                        tunnel(client, upgraded, upstream).await;
+                    }
+                    Err(error) => tracing::debug!(%client, %error, "CONNECT upgrade failed"),
+                }
+            });
+            (established(), agent, "tunnel")
+        }
+    };
+    log_request(&RequestRecord {
+        client,
+        method: "CONNECT",
+        url: &target,
+        agent: &agent,
+        verdict,
+        rule_line: None,
+        status: response.status().as_u16(),
+        upstream: None,
+    });
+    response
+}
+
+fn established() -> Response<ProxyBody> {
+    let mut response = Response::new(super::response::text_body(String::new()));
+    *response.status_mut() = StatusCode::OK;
+    response
+}
+
+enum Decision {
+    Intercept(Authority),
+    Tunnel {
+        upstream: TcpStream,
+        agent: String,
+        permit: crate::policy::PacePermit,
+    },
+}
+
+type ConnectRefusal = (Answer, String, &'static str);
+
+async fn decide(
+    state: &ProxyState,
+    request: &Request<Incoming>,
+) -> Result<Decision, ConnectRefusal> {
+    let refused = |reason: String| (Answer::BadRequest { reason }, String::new(), "bad-request");
+    let authority = request
+        .uri()
+        .authority()
+        .cloned()
+        .ok_or_else(|| refused("CONNECT needs a host:port target".to_string()))?;
+    if authority.port_u16().is_none() {
+        return Err(refused(format!(
+            "CONNECT {authority}: the target needs a port"
+        )));
+    }
+    let origin =
+        Origin::from_authority(Scheme::Https, &authority).map_err(|e| refused(e.to_string()))?;
+    if !state.connect_ports.contains(&origin.port) {
+        return Err((
+            Answer::PortRefused { port: origin.port },
+            String::new(),
+            "port-refused",
+        ));
+    }
+    if service::targets_listener(&origin, state.listen) {
+        return Err((
+            Answer::Loop {
+                target: origin.to_string(),
+            },
+            String::new(),
+            "loop",
+        ));
+    }
+    match state.tls_mode {
+        TlsMode::Intercept => Ok(Decision::Intercept(authority)),
+        TlsMode::Tunnel => tunnel_decision(state, request, origin).await,
+    }
+}
+
+/// Tunnel mode: the CONNECT's own `User-Agent` (else the configured
+/// identity) is the agent; refuse when it may fetch nothing on the origin.
+async fn tunnel_decision(
+    state: &ProxyState,
+    request: &Request<Incoming>,
+    origin: Origin,
+) -> Result<Decision, ConnectRefusal> {
+    let agent = state.tunnel_agent(request);
+    let entry = state.robots.lookup(&origin).await;
+    let refuse = |answer: Answer, verdict: &'static str| (answer, agent.clone(), verdict);
+    let mut delay = std::time::Duration::ZERO;
+    match &entry.rules {
+        RobotsRules::Parsed(robots) => {
+            let rules = robots.for_agent(&agent);
+            if rules.disallows_everything() {
+                let verdict = rules.check("/");
+                let (kind, pattern, line) = verdict
+                    .rule
+                    .map(|r| (r.kind, r.pattern.to_string(), r.line))
+                    .unwrap_or((crate::robots::RuleKind::Disallow, "/".to_string(), 0));
+                return Err(refuse(
+                    Answer::RobotsDisallow {
+                        origin: origin.to_string(),
+                        agent: agent.clone(),
+                        kind,
+                        pattern,
+                        line,
+                        robots_url: entry.robots_url.clone(),
+                    },
+                    "disallowed",
+                ));
+            }
+            if state.honor_crawl_delay {
+                delay = rules
+                    .min_interval()
+                    .map_or(delay, |d| d.min(state.max_crawl_delay));
+            }
+        }
+        RobotsRules::AllowAll { .. } => {}
+        RobotsRules::DisallowAll { status } => {
+            return Err(refuse(
+                Answer::RobotsForbidden {
+                    origin: origin.to_string(),
+                    status: status.as_u16(),
+                    robots_url: entry.robots_url.clone(),
+                },
+                "disallowed",
+            ))
+        }
+        RobotsRules::Unreachable { reason } => {
+            return Err(refuse(
+                Answer::RobotsUnreachable {
+                    origin: origin.to_string(),
+                    robots_url: entry.robots_url.clone(),
+                    reason: reason.clone(),
+                    retry_after: entry
+                        .retry_after
+                        .unwrap_or(std::time::Duration::from_secs(60)),
+                },
+                "robots-unreachable",
+            ))
+        }
+        RobotsRules::Certificate { reason } => {
+            return Err(refuse(
+                Answer::UpstreamCertificate {
+                    origin: origin.to_string(),
+                    reason: reason.clone(),
+                },
+                "upstream-certificate",
+            ))
+        }
+    }
+    let permit = state
+        .pacer
+        .admit(origin.pacing_key(), delay)
+        .await
+        .map_err(|rejected| {
+            refuse(
+                Answer::Pacing {
+                    host: origin.host.clone(),
+                    retry_after: rejected.retry_after,
+                },
+                "pacing",
+            )
+        })?;
+    let address = (origin.host.as_str(), origin.port);
+    let upstream =
+        match tokio::time::timeout(state.connect_timeout, TcpStream::connect(address)).await {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(error)) => {
+                return Err(refuse(
+                    Answer::UpstreamError {
+                        origin: origin.to_string(),
+                        reason: format!("cannot connect to the origin: {error}"),
+                    },
+                    "upstream-failed",
+                ))
+            }
+            Err(_) => {
+                return Err(refuse(
+                    Answer::UpstreamTimeout {
+                        origin: origin.to_string(),
+                        waited: state.connect_timeout,
+                    },
+                    "upstream-failed",
+                ))
+            }
+        };
+    let _ = upstream.set_nodelay(true);
+    Ok(Decision::Tunnel {
+        upstream,
+        agent,
+        permit,
+    })
+}
+
+async fn tunnel(client: SocketAddr, upgraded: hyper::upgrade::Upgraded, mut upstream: TcpStream) {
+    let mut upgraded = TokioIo::new(upgraded);
+    match tokio::io::copy_bidirectional(&mut upgraded, &mut upstream).await {
+        Ok((up, down)) => tracing::debug!(%client, up, down, "tunnel closed"),
+        Err(error) => tracing::debug!(%client, %error, "tunnel broke"),
+    }
+}
+
+/// Terminates the client's TLS and serves the decrypted HTTP/1.1 or HTTP/2
+/// requests through the pipeline.
+async fn intercept(
+    state: Arc<ProxyState>,
+    client: SocketAddr,
+    authority: Authority,
+    upgraded: hyper::upgrade::Upgraded,
+) {
+    let Some(minter) = state.minter.clone() else {
+        return;
+    };
+    let config = minter.server_config(authority.host());
+    let acceptor = tokio_rustls::TlsAcceptor::from(config);
+    let tls = match tokio::time::timeout(
+        state.header_read_timeout,
+        acceptor.accept(TokioIo::new(upgraded)),
+    )
+    .await
+    {
+        Ok(Ok(tls)) => tls,
+        Ok(Err(error)) => {
+            tracing::warn!(
+                %client,
+                host = authority.host(),
+                %error,
+                "TLS handshake with the client failed (does it trust the robots-guard CA?)"
+            );
+            return;
+        }
+        Err(_) => {
+            tracing::warn!(%client, host = authority.host(), "TLS handshake with the client timed out");
+            return;
+        }
+    };
+    let service = service_fn(move |request: Request<Incoming>| {
+        let state = state.clone();
+        let authority = authority.clone();
+        async move {
+            let request = absolute_https(request, &authority);
+            Ok::<_, std::convert::Infallible>(service::serve_request(state, client, request).await)
+        }
+    });
+    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    builder.http1().timer(hyper_util::rt::TokioTimer::new());
+    if let Err(error) = builder
+        .serve_connection_with_upgrades(TokioIo::new(tls), service)
+        .await
+    {
+        tracing::debug!(%client, %error, "intercepted connection ended with an error");
+    }
+}
+
+/// Decrypted requests carry origin-form targets (HTTP/1.1) or their own
+/// `:authority` (HTTP/2); the origin is the CONNECT's authority either way,
+/// so the certificate we minted and the origin we fetch agree.
+fn absolute_https(mut request: Request<Incoming>, authority: &Authority) -> Request<Incoming> {
+    let path_and_query = request
+        .uri()
+        .path_and_query()
+        .cloned()
+        .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/"));
+    let mut parts = http::uri::Parts::default();
+    parts.scheme = Some(UriScheme::HTTPS);
+    parts.authority = Some(authority.clone());
+    parts.path_and_query = Some(path_and_query);
+    if let Ok(uri) = Uri::from_parts(parts) {
+        *request.uri_mut() = uri;
+    }
+    request
+}

@@ -1,0 +1,519 @@
+//! HTTPS through the proxy (DESIGN.md §5): CONNECT with TLS interception
+//! (HTTP/1.1 and HTTP/2 towards the client), tunnel mode, upstream
+//! certificate checks, port refusal, and upgrades (WebSocket-style) in plain
+//! and intercepted HTTP. Real loopback TLS origins with a test CA; real
+//! rustls clients trusting the proxy's generated CA.
+
+mod support;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Request, StatusCode};
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use robots_guard::config::{Config, TlsMode};
+use robots_guard::proxy::Server;
+use rustls::pki_types::ServerName;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_rustls::client::TlsStream;
+use tokio_rustls::TlsConnector;
+
+use support::origin::{Reply, TestCa, TestOrigin};
+
+const UA: &str = "TestBot/1.0 (+https://example.invalid/bot)";
+
+/// A proxy running in this process, its CA file, and a temp dir to clean.
+struct Proxy {
+    addr: std::net::SocketAddr,
+    ca_pem: PathBuf,
+    dir: PathBuf,
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn temp_dir() -> PathBuf {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "https-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+async fn start_proxy(configure: impl FnOnce(&mut Config)) -> Proxy {
+    let dir = temp_dir();
+    let mut config = Config::default();
+    config.proxy.listen = "127.0.0.1:0".parse().expect("addr");
+    config.rate_limit.default_delay = std::time::Duration::ZERO;
+    config.tls.ca_cert = dir.join("ca.pem");
+    config.tls.ca_key = dir.join("ca.key");
+    configure(&mut config);
+    let server = Server::bind(&config).await.expect("proxy binds");
+    let addr = server.local_addr();
+    tokio::spawn(server.run(std::future::pending()));
+    Proxy {
+        addr,
+        ca_pem: config.tls.ca_cert.clone(),
+        dir,
+    }
+}
+
+/// An HTTPS origin for `127.0.0.1` with this robots.txt.
+async fn tls_origin(ca: &TestCa, robots: &'static str) -> TestOrigin {
+    let tls = ca.server_config(&["127.0.0.1", "localhost"]);
+    TestOrigin::start_tls(tls, move |req: Request<Incoming>| async move {
+        match req.uri().path() {
+            "/robots.txt" => Reply::text(200, robots),
+            path => Reply::text(200, format!("secure {path}")),
+        }
+    })
+    .await
+}
+
+/// Sends CONNECT and returns the stream and the proxy's status line.
+async fn connect(
+    proxy: std::net::SocketAddr,
+    target: &str,
+    user_agent: Option<&str>,
+) -> (TcpStream, String) {
+    let mut stream = TcpStream::connect(proxy).await.expect("connect to proxy");
+    let ua = user_agent
+        .map(|ua| format!("User-Agent: {ua}\r\n"))
+        .unwrap_or_default();
+    let head = format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n{ua}\r\n");
+    stream
+        .write_all(head.as_bytes())
+        .await
+        .expect("send CONNECT");
+    let mut response = Vec::new();
+    let mut byte = [0u8; 1];
+    while !response.ends_with(b"\r\n\r\n") {
+        if stream.read(&mut byte).await.expect("read CONNECT answer") == 0 {
+            break;
+        }
+        response.push(byte[0]);
+    }
+    let text = String::from_utf8_lossy(&response).into_owned();
+    (stream, text)
+}
+
+fn client_tls(root_pem: &[u8], alpn: &[&[u8]]) -> TlsConnector {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pemfile::certs(&mut &root_pem[..]) {
+        roots.add(cert.expect("PEM cert")).expect("add root");
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    TlsConnector::from(Arc::new(config))
+}
+
+async fn tls_handshake(
+    stream: TcpStream,
+    root_pem: &[u8],
+    alpn: &[&[u8]],
+) -> std::io::Result<TlsStream<TcpStream>> {
+    let name = ServerName::try_from("127.0.0.1").expect("server name");
+    client_tls(root_pem, alpn).connect(name, stream).await
+}
+
+struct Answer {
+    status: StatusCode,
+    reason: Option<String>,
+    body: String,
+}
+
+async fn read_answer(response: http::Response<Incoming>) -> Answer {
+    let status = response.status();
+    let reason = response
+        .headers()
+        .get("x-robots-guard-reason")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    Answer {
+        status,
+        reason,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    }
+}
+
+fn get(uri: &str) -> Request<Empty<Bytes>> {
+    Request::builder()
+        .uri(uri)
+        .header("user-agent", UA)
+        .header("host", "127.0.0.1")
+        .body(Empty::new())
+        .expect("request")
+}
+
+/// CONNECT, TLS with the proxy's CA, then HTTP/1.1 requests on that tunnel.
+async fn intercepted_h1(proxy: &Proxy, port: u16, paths: &[&str]) -> Vec<Answer> {
+    let (stream, status) = connect(proxy.addr, &format!("127.0.0.1:{port}"), None).await;
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+    let ca = std::fs::read(&proxy.ca_pem).expect("proxy CA");
+    let tls = tls_handshake(stream, &ca, &[b"http/1.1"])
+        .await
+        .expect("TLS with the proxy");
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+        .await
+        .expect("h1 handshake");
+    tokio::spawn(conn);
+    let mut answers = Vec::new();
+    for path in paths {
+        let response = sender.send_request(get(path)).await.expect("response");
+        answers.push(read_answer(response).await);
+    }
+    answers
+}
+
+#[tokio::test]
+async fn intercept_http1_allowed_and_disallowed() {
+    let ca = TestCa::new();
+    let origin = tls_origin(&ca, "User-agent: *\nDisallow: /private\n").await;
+    let roots = ca.pem_file();
+    let proxy = start_proxy(|c| {
+        c.tls.extra_roots = vec![roots.clone()];
+        c.tls.connect_ports = vec![origin.port()];
+    })
+    .await;
+    let answers = intercepted_h1(
+        &proxy,
+        origin.port(),
+        &["/page", "/private/x", "/robots.txt"],
+    )
+    .await;
+    assert_eq!(answers[0].status, StatusCode::OK);
+    assert_eq!(answers[0].body, "secure /page");
+    assert_eq!(answers[1].status, StatusCode::FORBIDDEN);
+    assert_eq!(answers[1].reason.as_deref(), Some("robots-disallow"));
+    assert!(answers[1]
+        .body
+        .contains(&format!("https://127.0.0.1:{}/robots.txt", origin.port())));
+    assert_eq!(answers[2].status, StatusCode::OK);
+    // The proxy fetched robots.txt over HTTPS once; the client's own fetch is the second.
+    assert_eq!(origin.hits("/robots.txt"), 2);
+    // Identity is checked on the decrypted request: the origin saw our UA.
+    let seen = origin
+        .requests()
+        .into_iter()
+        .find(|r| r.path == "/page")
+        .expect("page request");
+    assert_eq!(seen.header("user-agent"), Some(UA));
+}
+
+#[tokio::test]
+async fn intercept_http2_towards_client() {
+    let ca = TestCa::new();
+    let origin = tls_origin(&ca, "User-agent: *\nDisallow: /private\n").await;
+    let roots = ca.pem_file();
+    let proxy = start_proxy(|c| {
+        c.tls.extra_roots = vec![roots.clone()];
+        c.tls.connect_ports = vec![origin.port()];
+    })
+    .await;
+    let (stream, status) = connect(proxy.addr, &format!("127.0.0.1:{}", origin.port()), None).await;
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+    let ca_pem = std::fs::read(&proxy.ca_pem).expect("proxy CA");
+    let tls = tls_handshake(stream, &ca_pem, &[b"h2", b"http/1.1"])
+        .await
+        .expect("TLS");
+    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+    let (mut sender, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
+            .await
+            .expect("h2 handshake");
+    tokio::spawn(conn);
+    let base = format!("https://127.0.0.1:{}", origin.port());
+    let mut in_flight = Vec::new();
+    for path in ["/a", "/b", "/private/c"] {
+        let request = Request::builder()
+            .uri(format!("{base}{path}"))
+            .header("user-agent", UA)
+            .body(Empty::<Bytes>::new())
+            .expect("request");
+        in_flight.push(sender.send_request(request));
+    }
+    let mut answers = Vec::new();
+    for response in in_flight {
+        answers.push(read_answer(response.await.expect("h2 response")).await);
+    }
+    assert_eq!(
+        (answers[0].status, answers[0].body.as_str()),
+        (StatusCode::OK, "secure /a")
+    );
+    assert_eq!(
+        (answers[1].status, answers[1].body.as_str()),
+        (StatusCode::OK, "secure /b")
+    );
+    assert_eq!(answers[2].status, StatusCode::FORBIDDEN);
+}
+
+#[tokio::test]
+async fn intercept_checks_identity_per_request_not_on_connect() {
+    let ca = TestCa::new();
+    let origin = tls_origin(&ca, "User-agent: *\nAllow: /\n").await;
+    let roots = ca.pem_file();
+    let proxy = start_proxy(|c| {
+        c.tls.extra_roots = vec![roots.clone()];
+        c.tls.connect_ports = vec![origin.port()];
+    })
+    .await;
+    // CONNECT without a User-Agent is fine; the decrypted request without one is not.
+    let (stream, status) = connect(proxy.addr, &format!("127.0.0.1:{}", origin.port()), None).await;
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+    let ca_pem = std::fs::read(&proxy.ca_pem).expect("proxy CA");
+    let tls = tls_handshake(stream, &ca_pem, &[b"http/1.1"])
+        .await
+        .expect("TLS");
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+        .await
+        .expect("h1");
+    tokio::spawn(conn);
+    let request = Request::builder()
+        .uri("/page")
+        .header("host", "127.0.0.1")
+        .body(Empty::<Bytes>::new())
+        .expect("request");
+    let answer = read_answer(sender.send_request(request).await.expect("response")).await;
+    assert_eq!(answer.status, StatusCode::FORBIDDEN);
+    assert_eq!(answer.reason.as_deref(), Some("identity"));
+}
+
+#[tokio::test]
+async fn intercept_robots_unreachable_over_https_is_503() {
+    let ca = TestCa::new();
+    let tls = ca.server_config(&["127.0.0.1"]);
+    let origin = TestOrigin::start_tls(tls, |req: Request<Incoming>| async move {
+        match req.uri().path() {
+            "/robots.txt" => Reply::text(503, "down"),
+            _ => Reply::text(200, "page"),
+        }
+    })
+    .await;
+    let roots = ca.pem_file();
+    let proxy = start_proxy(|c| {
+        c.tls.extra_roots = vec![roots.clone()];
+        c.tls.connect_ports = vec![origin.port()];
+    })
+    .await;
+    let answers = intercepted_h1(&proxy, origin.port(), &["/page"]).await;
+    assert_eq!(answers[0].status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(answers[0].reason.as_deref(), Some("robots-unreachable"));
+    assert_eq!(origin.hits("/page"), 0);
+}
+
+#[tokio::test]
+async fn bad_upstream_certificate_is_502_naming_it() {
+    let untrusted = TestCa::new();
+    let origin = tls_origin(&untrusted, "User-agent: *\nAllow: /\n").await;
+    // The proxy trusts only the Mozilla roots: the origin's CA is unknown.
+    let proxy = start_proxy(|c| c.tls.connect_ports = vec![origin.port()]).await;
+    let answers = intercepted_h1(&proxy, origin.port(), &["/page"]).await;
+    assert_eq!(answers[0].status, StatusCode::BAD_GATEWAY);
+    assert_eq!(answers[0].reason.as_deref(), Some("upstream-certificate"));
+    assert!(
+        answers[0].body.contains("failed verification"),
+        "{}",
+        answers[0].body
+    );
+    assert_eq!(origin.hits("/page"), 0);
+}
+
+#[tokio::test]
+async fn client_that_rejects_our_ca_fails_and_proxy_stays_up() {
+    let ca = TestCa::new();
+    let origin = tls_origin(&ca, "User-agent: *\nAllow: /\n").await;
+    let roots = ca.pem_file();
+    let proxy = start_proxy(|c| {
+        c.tls.extra_roots = vec![roots.clone()];
+        c.tls.connect_ports = vec![origin.port()];
+    })
+    .await;
+    let (stream, status) = connect(proxy.addr, &format!("127.0.0.1:{}", origin.port()), None).await;
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+    // This client trusts only some other CA.
+    let other = TestCa::new();
+    let failed = tls_handshake(stream, other.cert_pem().as_bytes(), &[b"http/1.1"]).await;
+    assert!(failed.is_err(), "the handshake must fail");
+    // The proxy still serves.
+    let answers = intercepted_h1(&proxy, origin.port(), &["/page"]).await;
+    assert_eq!(answers[0].status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn connect_to_a_port_not_listed_is_refused_without_contact() {
+    let ca = TestCa::new();
+    let origin = tls_origin(&ca, "User-agent: *\nAllow: /\n").await;
+    let proxy = start_proxy(|c| c.tls.connect_ports = vec![443]).await;
+    let (_, status) = connect(
+        proxy.addr,
+        &format!("127.0.0.1:{}", origin.port()),
+        Some(UA),
+    )
+    .await;
+    assert!(status.starts_with("HTTP/1.1 403"), "{status}");
+    assert!(
+        status
+            .to_ascii_lowercase()
+            .contains("x-robots-guard-reason: port-refused"),
+        "{status}"
+    );
+    assert_eq!(origin.connections(), 0);
+}
+
+#[tokio::test]
+async fn tunnel_mode_refuses_when_everything_is_disallowed() {
+    let ca = TestCa::new();
+    let origin = tls_origin(
+        &ca,
+        "User-agent: *\nDisallow: /\n\nUser-agent: TestBot\nAllow: /\n",
+    )
+    .await;
+    let roots = ca.pem_file();
+    let proxy = start_proxy(|c| {
+        c.tls.mode = TlsMode::Tunnel;
+        c.tls.extra_roots = vec![roots.clone()];
+        c.tls.connect_ports = vec![origin.port()];
+    })
+    .await;
+    let target = format!("127.0.0.1:{}", origin.port());
+    // An agent the file shuts out entirely gets 403 on CONNECT.
+    let (_, status) = connect(proxy.addr, &target, Some("OtherBot/2.0")).await;
+    assert!(status.starts_with("HTTP/1.1 403"), "{status}");
+    // With no User-Agent, the configured identity (robots-guard) is the agent: also out.
+    let (_, status) = connect(proxy.addr, &target, None).await;
+    assert!(status.starts_with("HTTP/1.1 403"), "{status}");
+    // TestBot may fetch: a blind tunnel, TLS end to end with the origin's own certificate.
+    let (stream, status) = connect(proxy.addr, &target, Some(UA)).await;
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+    let tls = tls_handshake(stream, ca.cert_pem().as_bytes(), &[b"http/1.1"])
+        .await
+        .expect("TLS with the origin");
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+        .await
+        .expect("h1");
+    tokio::spawn(conn);
+    let answer = read_answer(
+        sender
+            .send_request(get("/anything"))
+            .await
+            .expect("response"),
+    )
+    .await;
+    assert_eq!(
+        (answer.status, answer.body.as_str()),
+        (StatusCode::OK, "secure /anything")
+    );
+}
+
+/// An origin that answers `Upgrade: echo` with 101 and then echoes bytes.
+async fn echo_upgrade(req: Request<Incoming>) -> Reply {
+    let mut req = req;
+    if req.uri().path() == "/robots.txt" {
+        return Reply::text(200, "User-agent: *\nDisallow: /private\n");
+    }
+    let on_upgrade = hyper::upgrade::on(&mut req);
+    tokio::spawn(async move {
+        if let Ok(upgraded) = on_upgrade.await {
+            let mut io = TokioIo::new(upgraded);
+            let mut buf = [0u8; 1024];
+            while let Ok(n) = io.read(&mut buf).await {
+                if n == 0 || io.write_all(&buf[..n]).await.is_err() {
+                    break;
+                }
+            }
+        }
+    });
+    Reply::empty(101)
+        .header("connection", "upgrade")
+        .header("upgrade", "websocket")
+}
+
+async fn upgrade_roundtrip<S>(io: S, host: &str, path: &str) -> (u16, Option<String>)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io))
+        .await
+        .expect("h1");
+    tokio::spawn(conn.with_upgrades());
+    let request = Request::builder()
+        .uri(path)
+        .header("host", host)
+        .header("user-agent", UA)
+        .header("connection", "Upgrade")
+        .header("upgrade", "websocket")
+        .header("sec-websocket-version", "13")
+        .header("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ==")
+        .body(Empty::<Bytes>::new())
+        .expect("request");
+    let response = sender.send_request(request).await.expect("response");
+    let status = response.status().as_u16();
+    if status != 101 {
+        return (status, None);
+    }
+    let upgraded = hyper::upgrade::on(response).await.expect("client upgrade");
+    let mut io = TokioIo::new(upgraded);
+    io.write_all(b"ping through the proxy")
+        .await
+        .expect("write");
+    let mut buf = vec![0u8; 22];
+    io.read_exact(&mut buf).await.expect("echo");
+    (status, Some(String::from_utf8_lossy(&buf).into_owned()))
+}
+
+#[tokio::test]
+async fn websocket_upgrade_passes_in_plain_http() {
+    let origin = TestOrigin::start(echo_upgrade).await;
+    let proxy = start_proxy(|_| {}).await;
+    let stream = TcpStream::connect(proxy.addr).await.expect("proxy");
+    let (status, echoed) = upgrade_roundtrip(stream, "127.0.0.1", &origin.url("/ws")).await;
+    assert_eq!(status, 101);
+    assert_eq!(echoed.as_deref(), Some("ping through the proxy"));
+    // The policy check still applies to upgrades.
+    let stream = TcpStream::connect(proxy.addr).await.expect("proxy");
+    let (status, _) = upgrade_roundtrip(stream, "127.0.0.1", &origin.url("/private/ws")).await;
+    assert_eq!(status, 403);
+}
+
+#[tokio::test]
+async fn websocket_upgrade_passes_in_intercepted_https() {
+    let ca = TestCa::new();
+    let origin = TestOrigin::start_tls(ca.server_config(&["127.0.0.1"]), echo_upgrade).await;
+    let roots = ca.pem_file();
+    let proxy = start_proxy(|c| {
+        c.tls.extra_roots = vec![roots.clone()];
+        c.tls.connect_ports = vec![origin.port()];
+    })
+    .await;
+    let (stream, status) = connect(proxy.addr, &format!("127.0.0.1:{}", origin.port()), None).await;
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+    let ca_pem = std::fs::read(&proxy.ca_pem).expect("proxy CA");
+    let tls = tls_handshake(stream, &ca_pem, &[b"http/1.1"])
+        .await
+        .expect("TLS");
+    let (status, echoed) = upgrade_roundtrip(tls, "127.0.0.1", "/wss").await;
+    assert_eq!(status, 101);
+    assert_eq!(echoed.as_deref(), Some("ping through the proxy"));
+}
