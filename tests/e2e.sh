@@ -26,6 +26,22 @@ for _ in $(seq 50); do [[ -s $WORK/origin.port ]] && break; sleep 0.1; done
 ORIGIN_PORT=$(cat "$WORK/origin.port")
 ORIGIN="http://127.0.0.1:$ORIGIN_PORT"
 
+# An HTTPS origin with a certificate from a throwaway CA the proxy trusts
+# through tls.extra_roots.
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+  -keyout "$WORK/origin-ca.key" -out "$WORK/origin-ca.pem" -subj "/CN=e2e origin CA" \
+  -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign" 2>/dev/null
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+  -keyout "$WORK/origin.key" -out "$WORK/origin.csr" -subj "/CN=127.0.0.1" 2>/dev/null
+printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' > "$WORK/origin.ext"
+openssl x509 -req -in "$WORK/origin.csr" -CA "$WORK/origin-ca.pem" -CAkey "$WORK/origin-ca.key" \
+  -CAcreateserial -days 2 -extfile "$WORK/origin.ext" -out "$WORK/origin.pem" 2>/dev/null
+python3 tests/e2e_origin.py --tls "$WORK/origin.pem" "$WORK/origin.key" > "$WORK/tls-origin.port" &
+PIDS+=($!)
+for _ in $(seq 50); do [[ -s $WORK/tls-origin.port ]] && break; sleep 0.1; done
+TLS_PORT=$(cat "$WORK/tls-origin.port")
+SECURE="https://127.0.0.1:$TLS_PORT"
+
 # The proxy.
 PROXY_PORT=$(free_port)
 ADMIN_PORT=$(free_port)
@@ -42,6 +58,8 @@ listen = "127.0.0.1:$ADMIN_PORT"
 [tls]
 ca_cert = "$WORK/certs/ca.pem"
 ca_key = "$WORK/certs/ca.key"
+extra_roots = ["$WORK/origin-ca.pem"]
+connect_ports = [443, $TLS_PORT]
 TOML
 "$BIN" serve --config "$WORK/config.toml" > "$WORK/proxy.log" 2>&1 &
 PIDS+=($!)
@@ -94,6 +112,28 @@ PY
 }
 check "requests allowed" "200 -" "$(py "$ORIGIN/req")"
 check "requests disallowed" "403 robots-disallow" "$(py "$ORIGIN/private/req")"
+
+# HTTPS through interception: clients trust the proxy's CA (created on first start).
+CA="$WORK/certs/ca.pem"
+check "CA created on first start, key 0600" "600" "$(stat -c %a "$WORK/certs/ca.key")"
+check "curl https allowed" "200 hello from /s" \
+  "$(curl -s -w ' %{http_code}' --proxy "$PROXY" --cacert "$CA" "$SECURE/s" | tr -d '\n' | awk '{print $NF" "$1" "$2" "$3}')"
+check "curl https disallowed" "403" "$(curl -s -o /dev/null -w '%{http_code}' --proxy "$PROXY" --cacert "$CA" "$SECURE/private/s")"
+check "curl --http2 https allowed over h2" "200 2" \
+  "$(curl -s -o /dev/null -w '%{http_code} %{http_version}' --http2 --proxy "$PROXY" --cacert "$CA" "$SECURE/h2")"
+check "curl without our CA fails its handshake" "60" \
+  "$(curl -s -o /dev/null --proxy "$PROXY" "$SECURE/s"; echo $?)"
+check "proxy still serves after a refused handshake" "200" \
+  "$(curl -s -o /dev/null -w '%{http_code}' --proxy "$PROXY" --cacert "$CA" "$SECURE/again")"
+pys() {
+  HTTPS_PROXY=$PROXY REQUESTS_CA_BUNDLE=$CA python3 - "$@" <<'PY'
+import sys, requests
+r = requests.get(sys.argv[1], timeout=10)
+print(r.status_code, r.headers.get("x-robots-guard-reason", "-"))
+PY
+}
+check "requests https allowed (REQUESTS_CA_BUNDLE)" "200 -" "$(pys "$SECURE/req")"
+check "requests https disallowed" "403 robots-disallow" "$(pys "$SECURE/private/req")"
 
 # One robots.txt fetch by the proxy served all of the above; the other one is
 # the client's own request for /robots.txt, which is forwarded.

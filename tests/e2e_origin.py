@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A small loopback origin for tests/e2e.sh: robots.txt, pages, a private area.
 
-Prints its port on stdout, then serves until killed. Counts robots.txt fetches
+Usage: e2e_origin.py [--tls CERT KEY]. Prints its port on stdout, then serves
+until killed. Counts robots.txt fetches
 at /__robots_fetches so the script can check the proxy's cache.
 """
 import http.server
@@ -57,5 +58,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
 
 server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+if len(sys.argv) == 4 and sys.argv[1] == "--tls":
+    import ssl
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(sys.argv[2], sys.argv[3])
+    server.socket = context.wrap_socket(server.socket, server_side=True)
 print(server.server_address[1], flush=True)
 server.serve_forever()
