@@ -41,6 +41,8 @@ pub struct Config {
     pub admin: AdminConfig,
     /// `[log]`: log format and verbosity.
     pub log: LogConfig,
+    /// `[auth]`: optional proxy authentication.
+    pub auth: AuthConfig,
 }
 
 /// Errors from loading the configuration.
@@ -132,6 +134,16 @@ pub struct ProxyConfig {
     /// matching cost bounded. Default 8192.
     #[serde(deserialize_with = "de::at_least_one")]
     pub max_url_length: NonZeroUsize,
+    /// Destination networks the proxy never connects to, checked after DNS resolution (a
+    /// public name resolving to a private address is caught). Default: link-local
+    /// (`169.254.0.0/16`, cloud metadata services; `fe80::/10`). An egress proxy for a company
+    /// adds its internal ranges. May be empty.
+    #[serde(deserialize_with = "de::ip_nets_maybe_empty")]
+    pub deny_destinations: Vec<IpNet>,
+    /// Crawler-trap guard: a path in which one run of segments repeats back to back more
+    /// than this many times (`/a/b/a/b/a/b/a/b`) is refused with `403`. 0 turns it off.
+    /// Default 3.
+    pub max_path_repeats: u32,
 }
 
 impl Default for ProxyConfig {
@@ -149,7 +161,48 @@ impl Default for ProxyConfig {
             upstream_timeout: Duration::from_secs(60),
             max_header_bytes: const { nonzero_usize(65536) },
             max_url_length: const { nonzero_usize(8192) },
+            deny_destinations: vec![
+                const { IpNet::new_assert(IpAddr::V4(Ipv4Addr::new(169, 254, 0, 0)), 16) },
+                const { IpNet::new_assert(IpAddr::V6(Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 0)), 10) },
+            ],
+            max_path_repeats: 3,
         }
+    }
+}
+
+/// `[auth]`: proxy authentication (`407` + `Proxy-Authenticate: Basic`). Off while no user
+/// is configured.
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuthConfig {
+    /// The realm clients show when asking for credentials. Default `robots-guard`.
+    pub realm: String,
+    /// Users and their passwords: plain text, or a bcrypt (`$2y$...`) or `{SHA}` hash.
+    /// Keep the config file private when it holds passwords. Default: none.
+    pub users: std::collections::BTreeMap<String, String>,
+    /// An htpasswd-style file of `user:hash` lines (bcrypt from `htpasswd -B`, or `{SHA}`
+    /// from `htpasswd -s`), read at start and on reload. Default: none.
+    pub htpasswd: Option<PathBuf>,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        AuthConfig {
+            realm: "robots-guard".to_string(),
+            users: std::collections::BTreeMap::new(),
+            htpasswd: None,
+        }
+    }
+}
+
+impl fmt::Debug for AuthConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Passwords never reach a log line.
+        f.debug_struct("AuthConfig")
+            .field("realm", &self.realm)
+            .field("users", &self.users.keys().collect::<Vec<_>>())
+            .field("htpasswd", &self.htpasswd)
+            .finish()
     }
 }
 
@@ -606,6 +659,15 @@ mod de {
                  use [\"0.0.0.0/0\", \"::/0\"] to allow every client",
             ));
         }
+        parse_nets(&items)
+    }
+
+    /// A list of CIDRs that may be empty.
+    pub fn ip_nets_maybe_empty<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<IpNet>, D::Error> {
+        parse_nets(&Vec::<String>::deserialize(d)?)
+    }
+
+    fn parse_nets<E: serde::de::Error>(items: &[String]) -> Result<Vec<IpNet>, E> {
         items
             .iter()
             .map(|s| {
@@ -614,7 +676,7 @@ mod de {
                     .map(|net| net.trunc())
                     .or_else(|_| s.parse::<IpAddr>().map(IpNet::from))
                     .map_err(|_| {
-                        D::Error::custom(format!(
+                        E::custom(format!(
                             "invalid network \"{s}\": expected a CIDR such as \"10.0.0.0/8\" \
                              or \"fd00::/8\", or a bare IP address"
                         ))
@@ -800,7 +862,7 @@ mod tests {
             .values()
             .map(|section| section.as_table().map_or(0, |t| t.len()))
             .sum();
-        assert_eq!(count, 9 + 4 + 10 + 7 + 5 + 1 + 2);
+        assert_eq!(count, 11 + 4 + 10 + 7 + 5 + 1 + 2 + 2);
         assert!(text.contains("# robot_name = "));
     }
 

@@ -16,14 +16,17 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
+use crate::policy::destination::{DestinationError, DestinationPolicy, FilteringResolver};
+
 /// Errors of any body the proxy passes along.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The body type used on both sides of the proxy: streamed, never buffered.
 pub type ProxyBody = BoxBody<Bytes, BoxError>;
 
-/// The connector stack: TCP, then TLS for https URLs.
-pub type Connector = HttpsConnector<HttpConnector>;
+/// The connector stack: DNS through the destination policy, TCP, then TLS
+/// for https URLs.
+pub type Connector = HttpsConnector<HttpConnector<FilteringResolver>>;
 
 /// The shared upstream client.
 pub type UpstreamClient = Client<Connector, ProxyBody>;
@@ -110,16 +113,29 @@ fn add_pem_roots(roots: &mut rustls::RootCertStore, path: &Path) -> Result<(), U
 }
 
 /// Builds the pooled upstream client (HTTP/1.1 and HTTP/2, as the origin
-/// offers through ALPN).
+/// offers through ALPN) with no destination rules.
 ///
 /// # Errors
 ///
 /// See [`client_tls_config`].
 pub fn build_client(settings: &UpstreamSettings) -> Result<UpstreamClient, UpstreamError> {
+    build_client_with(settings, DestinationPolicy::allow_all())
+}
+
+/// Builds the pooled upstream client whose DNS answers go through
+/// `destinations`, so denied addresses are never connected to.
+///
+/// # Errors
+///
+/// See [`client_tls_config`].
+pub fn build_client_with(
+    settings: &UpstreamSettings,
+    destinations: Arc<DestinationPolicy>,
+) -> Result<UpstreamClient, UpstreamError> {
     // hyper-rustls sets ALPN itself from `enable_http1`/`enable_http2` below
     // and panics if the config already has protocols.
     let tls = client_tls_config(&settings.extra_roots)?;
-    let mut http = HttpConnector::new();
+    let mut http = HttpConnector::new_with_resolver(FilteringResolver(destinations));
     http.enforce_http(false);
     http.set_nodelay(true);
     http.set_connect_timeout(Some(settings.connect_timeout));
@@ -145,6 +161,8 @@ pub enum UpstreamFailure {
     Certificate(String),
     /// DNS, refused or unreachable connection, TLS handshake failure.
     Connect(String),
+    /// Every address of the host is in `proxy.deny_destinations`.
+    Denied(String),
     /// The connection broke or the origin answered with invalid HTTP.
     Protocol(String),
 }
@@ -156,6 +174,11 @@ impl UpstreamFailure {
         let mut current: Option<&(dyn std::error::Error + 'static)> = Some(error);
         let mut connect = false;
         while let Some(e) = current {
+            if let Some(denied @ DestinationError::Denied { .. }) =
+                e.downcast_ref::<DestinationError>()
+            {
+                return UpstreamFailure::Denied(denied.to_string());
+            }
             if let Some(client) = e.downcast_ref::<hyper_util::client::legacy::Error>() {
                 connect |= client.is_connect();
             }
@@ -185,6 +208,7 @@ impl UpstreamFailure {
                 format!("the origin's TLS certificate failed verification: {why}")
             }
             UpstreamFailure::Connect(why) => format!("cannot connect to the origin: {why}"),
+            UpstreamFailure::Denied(why) => why.clone(),
             UpstreamFailure::Protocol(why) => {
                 format!("the origin's answer broke off or was not valid HTTP: {why}")
             }

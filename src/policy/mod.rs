@@ -4,6 +4,8 @@
 //! Both are plain decisions with typed errors; mapping them to `403` / `429` answers is the
 //! job of `proxy`.
 
+pub mod auth;
+pub mod destination;
 pub mod identity;
 pub mod rate;
 

@@ -1,0 +1,220 @@
+//! Destination rules: which addresses the proxy may connect to.
+//!
+//! A forward proxy must not be a way into the networks behind it: cloud
+//! metadata (`169.254.169.254`), link-local and, for a company, internal
+//! ranges. Names are checked *after* DNS resolution, because a public name
+//! can resolve to a private address; the same filtered answer feeds the
+//! pipeline's early check and the connector's resolver, so a rebinding DNS
+//! server cannot slip a denied address in between (denied addresses are
+//! removed again at connect time). Answers are cached briefly so the check
+//! does not add a lookup per request.
+
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::num::NonZeroUsize;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use hyper_util::client::legacy::connect::dns::Name;
+use ipnet::IpNet;
+use lru::LruCache;
+use tokio::time::Instant;
+
+/// Why a destination cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DestinationError {
+    /// Every address of the host is in `proxy.deny_destinations`.
+    #[error("destination {host} ({addresses}) is in proxy.deny_destinations")]
+    Denied {
+        /// The host asked for.
+        host: String,
+        /// Its addresses, comma-separated.
+        addresses: String,
+    },
+    /// The name did not resolve.
+    #[error("cannot resolve {host}: {reason}")]
+    Lookup {
+        /// The host asked for.
+        host: String,
+        /// The resolver's error.
+        reason: String,
+    },
+}
+
+type Addresses = Arc<[IpAddr]>;
+
+/// The deny list and a small cache of resolved, filtered answers.
+pub struct DestinationPolicy {
+    deny: Vec<IpNet>,
+    ttl: Duration,
+    cache: Mutex<LruCache<String, (Instant, Result<Addresses, DestinationError>)>>,
+}
+
+impl std::fmt::Debug for DestinationPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DestinationPolicy")
+            .field("deny", &self.deny)
+            .finish()
+    }
+}
+
+impl DestinationPolicy {
+    /// A policy denying `deny`, caching answers for `ttl` (at most
+    /// `capacity` names).
+    pub fn new(deny: Vec<IpNet>, ttl: Duration, capacity: NonZeroUsize) -> Self {
+        DestinationPolicy {
+            deny,
+            ttl,
+            cache: Mutex::new(LruCache::new(capacity)),
+        }
+    }
+
+    /// No deny list, default caching: what tests and tools use.
+    pub fn allow_all() -> Arc<Self> {
+        Arc::new(DestinationPolicy::new(
+            Vec::new(),
+            Duration::from_secs(30),
+            NonZeroUsize::MIN,
+        ))
+    }
+
+    /// Is this address denied? IPv4-mapped IPv6 addresses are checked as
+    /// IPv4, so `::ffff:169.254.169.254` is caught too.
+    pub fn is_denied(&self, ip: IpAddr) -> bool {
+        let ip = ip.to_canonical();
+        self.deny.iter().any(|net| net.contains(&ip))
+    }
+
+    /// Whether any rule is configured (no rule: nothing to check early).
+    pub fn has_rules(&self) -> bool {
+        !self.deny.is_empty()
+    }
+
+    /// The allowed addresses of `host` (a name or an IP literal).
+    ///
+    /// # Errors
+    ///
+    /// [`DestinationError::Denied`] when every address is denied,
+    /// [`DestinationError::Lookup`] when the name does not resolve.
+    pub async fn resolve(&self, host: &str) -> Result<Addresses, DestinationError> {
+        let literal = host.trim_start_matches('[').trim_end_matches(']');
+        if let Ok(ip) = literal.parse::<IpAddr>() {
+            return self.filter(host, vec![ip]);
+        }
+        let now = Instant::now();
+        if let Some((at, answer)) = self.lock().get(host) {
+            if now.duration_since(*at) < self.ttl {
+                return answer.clone();
+            }
+        }
+        let answer = match tokio::net::lookup_host((host, 0)).await {
+            Ok(addrs) => self.filter(host, addrs.map(|a| a.ip()).collect()),
+            Err(e) => Err(DestinationError::Lookup {
+                host: host.to_string(),
+                reason: e.to_string(),
+            }),
+        };
+        self.lock().put(host.to_string(), (now, answer.clone()));
+        answer
+    }
+
+    fn filter(&self, host: &str, all: Vec<IpAddr>) -> Result<Addresses, DestinationError> {
+        let allowed: Vec<IpAddr> = all
+            .iter()
+            .copied()
+            .filter(|ip| !self.is_denied(*ip))
+            .collect();
+        if allowed.is_empty() && !all.is_empty() {
+            return Err(DestinationError::Denied {
+                host: host.to_string(),
+                addresses: all
+                    .iter()
+                    .map(IpAddr::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        }
+        if all.is_empty() {
+            return Err(DestinationError::Lookup {
+                host: host.to_string(),
+                reason: "no addresses".to_string(),
+            });
+        }
+        Ok(allowed.into())
+    }
+
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, LruCache<String, (Instant, Result<Addresses, DestinationError>)>>
+    {
+        // A poisoned cache holds only lookup answers; keep using it.
+        self.cache.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The resolver the upstream connector uses: DNS through the policy, so
+/// denied addresses are never connected to.
+#[derive(Clone, Debug)]
+pub struct FilteringResolver(pub Arc<DestinationPolicy>);
+
+impl tower_service::Service<Name> for FilteringResolver {
+    type Response = std::vec::IntoIter<SocketAddr>;
+    type Error = DestinationError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, DestinationError>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), DestinationError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, name: Name) -> Self::Future {
+        let policy = self.0.clone();
+        Box::pin(async move {
+            let addresses = policy.resolve(name.as_str()).await?;
+            // The connector fills in the port.
+            let addrs: Vec<SocketAddr> =
+                addresses.iter().map(|ip| SocketAddr::new(*ip, 0)).collect();
+            Ok(addrs.into_iter())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(deny: &[&str]) -> DestinationPolicy {
+        DestinationPolicy::new(
+            deny.iter().map(|n| n.parse().expect("net")).collect(),
+            Duration::from_secs(30),
+            NonZeroUsize::new(16).expect("nonzero"),
+        )
+    }
+
+    #[tokio::test]
+    async fn literals_and_names_are_checked_after_resolution() {
+        let p = policy(&["169.254.0.0/16", "127.0.0.0/8", "::1/128"]);
+        assert!(matches!(
+            p.resolve("169.254.169.254").await,
+            Err(DestinationError::Denied { .. })
+        ));
+        assert!(p.is_denied("::ffff:169.254.169.254".parse().expect("ip")));
+        assert!(matches!(
+            p.resolve("[::1]").await,
+            Err(DestinationError::Denied { .. })
+        ));
+        // "localhost" resolves to loopback only: denied after resolution.
+        assert!(matches!(
+            p.resolve("localhost").await,
+            Err(DestinationError::Denied { .. })
+        ));
+        assert_eq!(p.resolve("93.184.216.34").await.map(|a| a.len()), Ok(1));
+        let open = policy(&[]);
+        assert!(open.resolve("localhost").await.is_ok());
+        assert!(matches!(
+            open.resolve("name.that.does.not.exist.invalid").await,
+            Err(DestinationError::Lookup { .. })
+        ));
+    }
+}
