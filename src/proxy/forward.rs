@@ -26,9 +26,16 @@ const HOP_BY_HOP: [HeaderName; 8] = [
     header::TRANSFER_ENCODING,
 ];
 
-/// Removes hop-by-hop fields, including those the `Connection` field names.
-/// `Upgrade` goes too unless `keep_upgrade` (a WebSocket handshake keeps
-/// `Connection: upgrade` and `Upgrade`).
+/// Fields a `Connection` option cannot remove: the robot's identity, which the
+/// pipeline has checked or filled in and must deliver (DESIGN.md §4). Naming
+/// them would let a client pass the identity check and still reach the origin
+/// anonymously; RFC 9110 §7.6.1 forbids listing end-to-end fields as
+/// connection options anyway.
+const IDENTITY: [HeaderName; 2] = [header::USER_AGENT, header::FROM];
+
+/// Removes hop-by-hop fields, including those the `Connection` field names
+/// (except [`IDENTITY`]). `Upgrade` goes too unless `keep_upgrade` (a WebSocket
+/// handshake keeps `Connection: upgrade` and `Upgrade`).
 pub fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: bool) {
     let named: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
@@ -36,6 +43,7 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: bool) {
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
         .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .filter(|name| !IDENTITY.contains(name))
         .collect();
     for name in named.iter().chain(HOP_BY_HOP.iter()) {
         if keep_upgrade && (name == header::CONNECTION || name == header::UPGRADE) {
@@ -191,6 +199,22 @@ mod tests {
         strip_hop_by_hop(&mut h, false);
         let names: Vec<&str> = h.keys().map(|k| k.as_str()).collect();
         assert_eq!(names, vec!["x-kept"]);
+    }
+
+    #[test]
+    fn connection_options_cannot_remove_the_identity() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::CONNECTION,
+            HeaderValue::from_static("user-agent, From, x-secret"),
+        );
+        h.insert(header::USER_AGENT, HeaderValue::from_static("FooBot/1.0"));
+        h.insert(header::FROM, HeaderValue::from_static("a@example.com"));
+        h.insert("x-secret", HeaderValue::from_static("1"));
+        strip_hop_by_hop(&mut h, false);
+        let mut names: Vec<&str> = h.keys().map(|k| k.as_str()).collect();
+        names.sort_unstable();
+        assert_eq!(names, vec!["from", "user-agent"]);
     }
 
     #[test]

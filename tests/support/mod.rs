@@ -1,11 +1,15 @@
-//! Helpers shared by the integration tests: a scripted origin server ([`origin`]) and
-//! ready-made settings, clients and caches that talk to it over loopback.
+//! Helpers shared by the integration tests: a scripted origin server ([`origin`]), the
+//! real proxy and clients that talk through it ([`proxy`]), bodies generated on the fly
+//! ([`body`]), and ready-made settings, clients and caches that talk to origins over
+//! loopback.
 //!
 //! Every test binary compiles this module on its own and uses a different part of it,
 //! hence the module-wide `dead_code` allowance.
 #![allow(dead_code)]
 
+pub mod body;
 pub mod origin;
+pub mod proxy;
 
 use std::num::NonZeroUsize;
 use std::path::PathBuf;

@@ -136,6 +136,8 @@ pub struct Recorded {
     pub path: String,
     /// The request headers.
     pub headers: HeaderMap,
+    /// When the request head arrived.
+    pub at: tokio::time::Instant,
 }
 
 impl Recorded {
@@ -324,6 +326,7 @@ where
                         .path_and_query()
                         .map_or_else(|| "/".to_owned(), |p| p.to_string()),
                     headers: req.headers().clone(),
+                    at: tokio::time::Instant::now(),
                 });
             let response = match (shared.handler)(req).await {
                 Reply::Http(response) => response,

@@ -1,0 +1,297 @@
+//! The real proxy on `127.0.0.1:0` ([`TestProxy`]) and clients that talk to it: hyper's
+//! HTTP/1.1 client over a TCP connection to the proxy, sending absolute-form URIs
+//! ([`ProxyConn`], [`get`], [`send`]), and a raw socket for requests hyper would not
+//! write ([`raw`]).
+//!
+//! ```ignore
+//! let origin = TestOrigin::serving(200, "hello\n").await;
+//! let proxy = TestProxy::start(config()).await;
+//! let answer = get(proxy.addr(), &origin.url("/x")).await;
+//! assert_eq!(answer.status, 200);
+//! ```
+
+use std::net::SocketAddr;
+use std::num::{NonZeroU32, NonZeroUsize};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Incoming;
+use hyper::client::conn::http1::{self, SendRequest};
+use hyper_util::rt::TokioIo;
+use robots_guard::config::Config;
+use robots_guard::proxy::{ProxyState, Server};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use super::origin::{BoxError, ReplyBody};
+use super::{TEST_FROM, TEST_USER_AGENT};
+
+/// How long a client helper waits for a whole answer before failing the test.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A configuration for tests: listen on `127.0.0.1:0`, the test identity as defaults, no
+/// pacing (`default_delay` 0, 1000 requests per host), `fetch_timeout` 2 s, upstream
+/// timeouts 2 s (connect) and 5 s (first byte). Everything else is the default, including
+/// `user_agent = "require"` and `from = "fill"`.
+pub fn config() -> Config {
+    let mut config = Config::default();
+    config.proxy.listen = SocketAddr::from(([127, 0, 0, 1], 0));
+    config.proxy.upstream_connect_timeout = Duration::from_secs(2);
+    config.proxy.upstream_timeout = Duration::from_secs(5);
+    config.identity.default_user_agent = TEST_USER_AGENT.to_owned();
+    config.identity.default_from = TEST_FROM.to_owned();
+    config.robots.fetch_timeout = Duration::from_secs(2);
+    config.rate_limit.default_delay = Duration::ZERO;
+    config.rate_limit.max_per_host = NonZeroU32::new(1000).expect("non-zero");
+    config.rate_limit.max_wait = Duration::from_secs(10);
+    config
+}
+
+/// [`config`] with `f` applied.
+pub fn config_with(f: impl FnOnce(&mut Config)) -> Config {
+    let mut config = config();
+    f(&mut config);
+    config
+}
+
+/// A proxy running in a task of the test's runtime; aborted when dropped.
+pub struct TestProxy {
+    addr: SocketAddr,
+    state: Arc<ProxyState>,
+    stop: Option<oneshot::Sender<()>>,
+    run: Option<JoinHandle<()>>,
+}
+
+impl TestProxy {
+    /// Binds `config` (whose `listen` should be `127.0.0.1:0`) and runs the proxy until
+    /// [`TestProxy::shutdown`] or drop.
+    pub async fn start(config: Config) -> TestProxy {
+        let server = Server::bind(&config).await.expect("bind the proxy");
+        let addr = server.local_addr();
+        let state = server.state();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let run = tokio::spawn(server.run(async move {
+            let _ = stopped.await;
+        }));
+        TestProxy {
+            addr,
+            state,
+            stop: Some(stop),
+            run: Some(run),
+        }
+    }
+
+    /// The proxy's address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The name this proxy puts in `Via`.
+    pub fn pseudonym(&self) -> &str {
+        &self.state.pseudonym
+    }
+
+    /// Fires the shutdown future and returns the task running `Server::run`, which ends
+    /// when in-flight requests have drained.
+    pub fn shutdown(&mut self) -> JoinHandle<()> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        self.run.take().expect("shutdown called once")
+    }
+}
+
+impl Drop for TestProxy {
+    fn drop(&mut self) {
+        if let Some(run) = &self.run {
+            run.abort();
+        }
+    }
+}
+
+/// A complete answer: status, headers and the whole body.
+#[derive(Debug)]
+pub struct Answer {
+    /// The status.
+    pub status: StatusCode,
+    /// The headers.
+    pub headers: HeaderMap,
+    /// The body.
+    pub body: Bytes,
+}
+
+impl Answer {
+    /// The value of header `name`, if present and text.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// The body as (lossy) text.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    /// `X-Robots-Guard-Reason`.
+    pub fn reason(&self) -> Option<&str> {
+        self.header("x-robots-guard-reason")
+    }
+}
+
+/// An empty request body.
+pub fn empty() -> ReplyBody {
+    Empty::<Bytes>::new().map_err(BoxError::from).boxed()
+}
+
+/// A `GET` of absolute `url` with the test `User-Agent` and a `Host` naming the target.
+pub fn get_request(url: &str) -> Request<ReplyBody> {
+    request("GET", url, empty())
+}
+
+/// A request of `method` for absolute `url` with `body`, the test `User-Agent` and a
+/// `Host` naming the target.
+pub fn request(method: &str, url: &str, body: ReplyBody) -> Request<ReplyBody> {
+    let uri: http::Uri = url.parse().expect("test URL");
+    let host = uri.authority().expect("absolute test URL").to_string();
+    Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("host", host)
+        .header("user-agent", TEST_USER_AGENT)
+        .body(body)
+        .expect("test request")
+}
+
+/// One HTTP/1.1 client connection to the proxy; requests on it reuse the connection.
+pub struct ProxyConn {
+    sender: SendRequest<ReplyBody>,
+    driver: JoinHandle<()>,
+}
+
+impl ProxyConn {
+    /// Connects to the proxy at `proxy`.
+    pub async fn open(proxy: SocketAddr) -> ProxyConn {
+        let stream = TcpStream::connect(proxy)
+            .await
+            .expect("connect to the proxy");
+        let (sender, connection) = http1::handshake(TokioIo::new(stream))
+            .await
+            .expect("HTTP/1.1 handshake");
+        let driver = tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        ProxyConn { sender, driver }
+    }
+
+    /// Sends `request` and returns the response with its body still streaming.
+    ///
+    /// # Errors
+    ///
+    /// hyper's error when the connection fails.
+    pub async fn send(&mut self, request: Request<ReplyBody>) -> hyper::Result<Response<Incoming>> {
+        self.sender.ready().await?;
+        self.sender.send_request(request).await
+    }
+
+    /// Sends `request` and reads the whole answer (panics on a broken answer).
+    pub async fn fetch(&mut self, request: Request<ReplyBody>) -> Answer {
+        let exchange = async {
+            let response = self.send(request).await.expect("an answer from the proxy");
+            collect(response).await.expect("a complete body")
+        };
+        tokio::time::timeout(ANSWER_TIMEOUT, exchange)
+            .await
+            .expect("an answer in time")
+    }
+
+    /// Whether the connection is closed (hyper saw it end).
+    pub fn is_closed(&self) -> bool {
+        self.sender.is_closed()
+    }
+}
+
+impl Drop for ProxyConn {
+    fn drop(&mut self) {
+        self.driver.abort();
+    }
+}
+
+/// Reads the whole body of `response`.
+///
+/// # Errors
+///
+/// hyper's error when the body breaks off.
+pub async fn collect(response: Response<Incoming>) -> hyper::Result<Answer> {
+    let (parts, body) = response.into_parts();
+    let body = body.collect().await?.to_bytes();
+    Ok(Answer {
+        status: parts.status,
+        headers: parts.headers,
+        body,
+    })
+}
+
+/// Sends `request` on a new connection to the proxy and reads the whole answer.
+pub async fn send(proxy: SocketAddr, request: Request<ReplyBody>) -> Answer {
+    ProxyConn::open(proxy).await.fetch(request).await
+}
+
+/// `GET url` through the proxy on a new connection (see [`get_request`]).
+pub async fn get(proxy: SocketAddr, url: &str) -> Answer {
+    send(proxy, get_request(url)).await
+}
+
+/// Writes `bytes` to a new connection to the proxy and returns everything it answers until
+/// it closes the connection (send `Connection: close` to make it), as lossy text.
+pub async fn raw(proxy: SocketAddr, bytes: &[u8]) -> String {
+    let exchange = async {
+        let mut stream = TcpStream::connect(proxy)
+            .await
+            .expect("connect to the proxy");
+        stream.write_all(bytes).await.expect("write the request");
+        let mut answer = Vec::new();
+        // A reset after the answer (the proxy closing with unread input) still leaves the
+        // answer read so far.
+        let _ = stream.read_to_end(&mut answer).await;
+        String::from_utf8_lossy(&answer).into_owned()
+    };
+    tokio::time::timeout(ANSWER_TIMEOUT, exchange)
+        .await
+        .expect("the proxy answers and closes in time")
+}
+
+/// The status code of a raw answer (`HTTP/1.1 400 Bad Request...` -> 400), 0 if none.
+pub fn raw_status(answer: &str) -> u16 {
+    answer
+        .strip_prefix("HTTP/1.1 ")
+        .and_then(|rest| rest.get(..3))
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The value of header `name` (any case) in the head of a raw answer, if present.
+pub fn raw_header<'a>(answer: &'a str, name: &str) -> Option<&'a str> {
+    let head = answer
+        .split_once("\r\n\r\n")
+        .map_or(answer, |(head, _)| head);
+    head.split("\r\n").skip(1).find_map(|line| {
+        let (key, value) = line.split_once(':')?;
+        key.trim()
+            .eq_ignore_ascii_case(name)
+            .then_some(value.trim())
+    })
+}
+
+/// The body of a raw answer (everything after the blank line).
+pub fn raw_body(answer: &str) -> &str {
+    answer.split_once("\r\n\r\n").map_or("", |(_, body)| body)
+}
+
+/// A non-zero `usize`, for config fields.
+pub fn nonzero(n: usize) -> NonZeroUsize {
+    NonZeroUsize::new(n).expect("non-zero")
+}
