@@ -31,6 +31,8 @@ pub fn init(log: &LogConfig) {
 pub struct RequestRecord<'a> {
     /// The client's address.
     pub client: SocketAddr,
+    /// The authenticated proxy user, if authentication is on.
+    pub user: Option<&'a str>,
     /// The request method.
     pub method: &'a str,
     /// The request target.
@@ -51,6 +53,7 @@ pub struct RequestRecord<'a> {
 pub fn log_request(r: &RequestRecord<'_>) {
     tracing::info!(
         client = %r.client,
+        user = r.user,
         method = r.method,
         url = r.url,
         agent = r.agent,

@@ -87,10 +87,15 @@ async fn connect(
     target: &str,
     user_agent: Option<&str>,
 ) -> (TcpStream, String) {
-    let mut stream = TcpStream::connect(proxy).await.expect("connect to proxy");
     let ua = user_agent
         .map(|ua| format!("User-Agent: {ua}\r\n"))
         .unwrap_or_default();
+    connect_with(proxy, target, &ua).await
+}
+
+/// Sends CONNECT with extra header lines (each ending in CRLF).
+async fn connect_with(proxy: std::net::SocketAddr, target: &str, ua: &str) -> (TcpStream, String) {
+    let mut stream = TcpStream::connect(proxy).await.expect("connect to proxy");
     let head = format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n{ua}\r\n");
     stream
         .write_all(head.as_bytes())
@@ -298,6 +303,44 @@ async fn intercept_checks_identity_per_request_not_on_connect() {
     let answer = read_answer(sender.send_request(request).await.expect("response")).await;
     assert_eq!(answer.status, StatusCode::FORBIDDEN);
     assert_eq!(answer.reason.as_deref(), Some("identity"));
+}
+
+#[tokio::test]
+async fn tunnel_user_covers_the_decrypted_requests() {
+    let ca = TestCa::new();
+    let origin = tls_origin(&ca, "User-agent: *\nAllow: /\n").await;
+    let roots = ca.pem_file();
+    let proxy = start_proxy(|c| {
+        c.tls.extra_roots = vec![roots.clone()];
+        c.tls.connect_ports = vec![origin.port()];
+        c.auth.users.insert("carol".into(), "pw".into());
+    })
+    .await;
+    let target = format!("127.0.0.1:{}", origin.port());
+    let (_, status) = connect(proxy.addr, &target, None).await;
+    assert!(status.starts_with("HTTP/1.1 407"), "{status}");
+    // "carol:pw" in base64.
+    let (stream, status) = connect_with(
+        proxy.addr,
+        &target,
+        "Proxy-Authorization: Basic Y2Fyb2w6cHc=\r\n",
+    )
+    .await;
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+    let ca_pem = std::fs::read(&proxy.ca_pem).expect("proxy CA");
+    let tls = tls_handshake(stream, &ca_pem, &[b"http/1.1"])
+        .await
+        .expect("TLS");
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+        .await
+        .expect("h1");
+    tokio::spawn(conn);
+    // No Proxy-Authorization inside the tunnel: the CONNECT's user covers it.
+    let answer = read_answer(sender.send_request(get("/inside")).await.expect("response")).await;
+    assert_eq!(
+        (answer.status, answer.body.as_str()),
+        (StatusCode::OK, "secure /inside")
+    );
 }
 
 #[tokio::test]

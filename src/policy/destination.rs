@@ -45,11 +45,14 @@ pub enum DestinationError {
 
 type Addresses = Arc<[IpAddr]>;
 
+/// A cached answer: when it was looked up, and the filtered result.
+type CachedAnswer = (Instant, Result<Addresses, DestinationError>);
+
 /// The deny list and a small cache of resolved, filtered answers.
 pub struct DestinationPolicy {
     deny: Vec<IpNet>,
     ttl: Duration,
-    cache: Mutex<LruCache<String, (Instant, Result<Addresses, DestinationError>)>>,
+    cache: Mutex<LruCache<String, CachedAnswer>>,
 }
 
 impl std::fmt::Debug for DestinationPolicy {
@@ -145,10 +148,7 @@ impl DestinationPolicy {
         Ok(allowed.into())
     }
 
-    fn lock(
-        &self,
-    ) -> std::sync::MutexGuard<'_, LruCache<String, (Instant, Result<Addresses, DestinationError>)>>
-    {
+    fn lock(&self) -> std::sync::MutexGuard<'_, LruCache<String, CachedAnswer>> {
         // A poisoned cache holds only lookup answers; keep using it.
         self.cache.lock().unwrap_or_else(|e| e.into_inner())
     }

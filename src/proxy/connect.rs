@@ -19,11 +19,12 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpStream;
 
 use super::response::Answer;
-use super::service;
+use super::service::{self, ClientContext};
 use super::state::ProxyState;
 use crate::config::TlsMode;
 use crate::fetch::RobotsRules;
 use crate::origin::{Origin, Scheme};
+use crate::policy::destination::DestinationError;
 use crate::telemetry::{log_request, RequestRecord};
 use crate::upstream::ProxyBody;
 
@@ -34,14 +35,20 @@ pub async fn handle(
     mut request: Request<Incoming>,
 ) -> Response<ProxyBody> {
     let target = request.uri().to_string();
-    let (response, agent, verdict) = match decide(&state, &request).await {
+    let mut user = None;
+    let (response, agent, verdict) = match decide(&state, &request, &mut user).await {
         Err((answer, agent, verdict)) => (answer.into_response(), agent, verdict),
         Ok(Decision::Intercept(authority)) => {
             let on_upgrade = hyper::upgrade::on(&mut request);
             let state = state.clone();
+            let context = ClientContext {
+                addr: client,
+                user: user.clone(),
+                tunneled: true,
+            };
             tokio::spawn(async move {
                 match on_upgrade.await {
-                    Ok(upgraded) => intercept(state, client, authority, upgraded).await,
+                    Ok(upgraded) => intercept(state, context, authority, upgraded).await,
                     Err(error) => tracing::debug!(%client, %error, "CONNECT upgrade failed"),
                 }
             });
@@ -70,6 +77,7 @@ pub async fn handle(
     };
     log_request(&RequestRecord {
         client,
+        user: user.as_deref(),
         method: "CONNECT",
         url: &target,
         agent: &agent,
@@ -101,7 +109,25 @@ type ConnectRefusal = (Answer, String, &'static str);
 async fn decide(
     state: &ProxyState,
     request: &Request<Incoming>,
+    user: &mut Option<String>,
 ) -> Result<Decision, ConnectRefusal> {
+    // CONNECT passes the client checks only; the user is carried to the
+    // requests inside the tunnel.
+    if let Some(auth) = &state.auth {
+        match auth.check(request.headers()) {
+            Ok(name) => *user = Some(name),
+            Err(e) => {
+                return Err((
+                    Answer::ProxyAuth {
+                        problem: e.to_string(),
+                        challenge: auth.challenge(),
+                    },
+                    String::new(),
+                    "proxy-auth",
+                ))
+            }
+        }
+    }
     let refused = |reason: String| (Answer::BadRequest { reason }, String::new(), "bad-request");
     let authority = request
         .uri()
@@ -129,6 +155,15 @@ async fn decide(
             },
             String::new(),
             "loop",
+        ));
+    }
+    if let Err(DestinationError::Denied { .. }) = state.destinations.resolve(&origin.host).await {
+        return Err((
+            Answer::DestinationDenied {
+                host: origin.host.clone(),
+            },
+            String::new(),
+            "destination-denied",
         ));
     }
     match state.tls_mode {
@@ -265,10 +300,11 @@ async fn tunnel(client: SocketAddr, upgraded: hyper::upgrade::Upgraded, mut upst
 /// requests through the pipeline.
 async fn intercept(
     state: Arc<ProxyState>,
-    client: SocketAddr,
+    context: ClientContext,
     authority: Authority,
     upgraded: hyper::upgrade::Upgraded,
 ) {
+    let client = context.addr;
     let Some(minter) = state.minter.clone() else {
         return;
     };
@@ -298,9 +334,10 @@ async fn intercept(
     let service = service_fn(move |request: Request<Incoming>| {
         let state = state.clone();
         let authority = authority.clone();
+        let context = context.clone();
         async move {
             let request = absolute_https(request, &authority);
-            Ok::<_, std::convert::Infallible>(service::serve_request(state, client, request).await)
+            Ok::<_, std::convert::Infallible>(service::serve_request(state, context, request).await)
         }
     });
     let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());

@@ -106,6 +106,26 @@ pub enum Answer {
         /// The limit.
         limit: usize,
     },
+    /// 407: proxy authentication is on and the request has no valid
+    /// credentials.
+    ProxyAuth {
+        /// What is wrong.
+        problem: String,
+        /// The `Proxy-Authenticate` challenge.
+        challenge: String,
+    },
+    /// 403: the destination's addresses are all in `proxy.deny_destinations`.
+    DestinationDenied {
+        /// The host asked for.
+        host: String,
+    },
+    /// 403: the path repeats a run of segments like a crawler trap.
+    CrawlerTrap {
+        /// The repeating run.
+        run: String,
+        /// `proxy.max_path_repeats`.
+        limit: u32,
+    },
     /// 403: CONNECT to a port outside `tls.connect_ports`.
     PortRefused {
         /// The port asked for.
@@ -125,7 +145,10 @@ impl Answer {
             Answer::RobotsDisallow { .. }
             | Answer::RobotsForbidden { .. }
             | Answer::Identity { .. }
-            | Answer::PortRefused { .. } => StatusCode::FORBIDDEN,
+            | Answer::PortRefused { .. }
+            | Answer::DestinationDenied { .. }
+            | Answer::CrawlerTrap { .. } => StatusCode::FORBIDDEN,
+            Answer::ProxyAuth { .. } => StatusCode::PROXY_AUTHENTICATION_REQUIRED,
             Answer::Pacing { .. } => StatusCode::TOO_MANY_REQUESTS,
             Answer::RobotsUnreachable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Answer::UpstreamCertificate { .. } | Answer::UpstreamError { .. } => {
@@ -152,6 +175,9 @@ impl Answer {
             Answer::BadRequest { .. } => "bad-request",
             Answer::UriTooLong { .. } => "uri-too-long",
             Answer::PortRefused { .. } => "port-refused",
+            Answer::ProxyAuth { .. } => "proxy-auth",
+            Answer::DestinationDenied { .. } => "destination-denied",
+            Answer::CrawlerTrap { .. } => "crawler-trap",
             Answer::Loop { .. } => "loop",
         }
     }
@@ -214,6 +240,18 @@ impl Answer {
                 "414 URI Too Long\n\nThis proxy refuses URLs longer than {limit} bytes \
                  (proxy.max_url_length); very long URLs are usually crawler traps.\n"
             ),
+            Answer::ProxyAuth { problem, .. } => format!(
+                "407 Proxy Authentication Required\n\n{problem}. Send Proxy-Authorization: Basic \
+                 (e.g. curl --proxy-user USER:PASSWORD, or http://USER:PASSWORD@proxy:port).\n"
+            ),
+            Answer::DestinationDenied { host } => format!(
+                "403 Forbidden\n\n{host} resolves only to addresses this proxy may not reach \
+                 (proxy.deny_destinations). Nothing was fetched.\n"
+            ),
+            Answer::CrawlerTrap { run, limit } => format!(
+                "403 Forbidden: crawler trap\n\nThe path repeats `{run}` more than {limit} times in a \
+                 row (proxy.max_path_repeats); such URLs are usually endless link loops.\n"
+            ),
             Answer::PortRefused { port } => format!(
                 "403 Forbidden\n\nCONNECT to port {port} is not allowed (tls.connect_ports); \
                  the origin was not contacted.\n"
@@ -267,6 +305,7 @@ impl Answer {
             Answer::Pacing { retry_after, .. } => {
                 put(RETRY_AFTER.clone(), &retry_after_secs(*retry_after))
             }
+            Answer::ProxyAuth { challenge, .. } => put(http::header::PROXY_AUTHENTICATE, challenge),
             _ => {}
         }
         response

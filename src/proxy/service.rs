@@ -16,6 +16,7 @@ use super::response::Answer;
 use super::state::ProxyState;
 use crate::fetch::{RobotsEntry, RobotsRules};
 use crate::origin::{Origin, OriginError};
+use crate::policy::destination::DestinationError;
 use crate::telemetry::{log_request, RequestRecord};
 use crate::upstream::{BoxError, ProxyBody, UpstreamFailure};
 
@@ -45,21 +46,40 @@ pub async fn handle(
     if request.method() == Method::CONNECT {
         return super::connect::handle(state, client, request).await;
     }
-    serve_request(state, client, request).await
+    let context = ClientContext {
+        addr: client,
+        user: None,
+        tunneled: false,
+    };
+    serve_request(state, context, request).await
+}
+
+/// Who sent a request.
+#[derive(Debug, Clone)]
+pub struct ClientContext {
+    /// The client's address.
+    pub addr: SocketAddr,
+    /// The authenticated proxy user: for a request inside an intercepted
+    /// tunnel, the user who opened the tunnel.
+    pub user: Option<String>,
+    /// The request was decrypted from a CONNECT tunnel whose CONNECT already
+    /// passed the client checks (clients send `Proxy-Authorization` only on
+    /// the CONNECT).
+    pub tunneled: bool,
 }
 
 /// Runs one absolute-form request through the pipeline and logs it: a plain
 /// HTTP request, or one decrypted from an intercepted CONNECT.
 pub async fn serve_request(
     state: Arc<ProxyState>,
-    client: SocketAddr,
+    mut context: ClientContext,
     request: Request<Incoming>,
 ) -> Response<ProxyBody> {
     let request = request.map(|body| body.map_err(BoxError::from).boxed());
     let method = request.method().to_string();
     let url = request.uri().to_string();
     let mut agent = String::new();
-    let (response, outcome) = match pipeline(&state, request, &mut agent).await {
+    let (response, outcome) = match pipeline(&state, &mut context, request, &mut agent).await {
         Ok((response, outcome)) => (response, outcome),
         Err(refusal) => {
             let (answer, outcome) = *refusal;
@@ -67,7 +87,8 @@ pub async fn serve_request(
         }
     };
     log_request(&RequestRecord {
-        client,
+        client: context.addr,
+        user: context.user.as_deref(),
         method: &method,
         url: &url,
         agent: &agent,
@@ -88,11 +109,18 @@ fn refuse(answer: Answer, outcome: Outcome) -> Refusal {
 
 async fn pipeline(
     state: &ProxyState,
+    context: &mut ClientContext,
     mut request: Request<ProxyBody>,
     agent_out: &mut String,
 ) -> Result<(Response<ProxyBody>, Outcome), Refusal> {
-    // 2. Parse the target.
+    // 1. The client's address was checked at accept; its credentials here.
+    if !context.tunneled {
+        context.user = authenticate(state, request.headers())?;
+    }
+    // 2. Parse the target; refuse denied destinations and crawler traps.
     let origin = target_origin(state, &request)?;
+    check_destination(state, &origin).await?;
+    check_path_repeats(state, request.uri().path())?;
     // 3. Identity: reject, fill in, or pass (may add headers).
     if let Err(e) = state.identity.apply(request.headers_mut()) {
         return Err(refuse(
@@ -253,6 +281,83 @@ fn target_origin(state: &ProxyState, request: &Request<ProxyBody>) -> Result<Ori
     Ok(origin)
 }
 
+/// Checks `Proxy-Authorization` when authentication is on; returns the user.
+fn authenticate(state: &ProxyState, headers: &http::HeaderMap) -> Result<Option<String>, Refusal> {
+    let Some(auth) = &state.auth else {
+        return Ok(None);
+    };
+    auth.check(headers).map(Some).map_err(|e| {
+        refuse(
+            Answer::ProxyAuth {
+                problem: e.to_string(),
+                challenge: auth.challenge(),
+            },
+            Outcome::refused("proxy-auth"),
+        )
+    })
+}
+
+/// Refuses origins whose every address is in `proxy.deny_destinations`,
+/// after DNS resolution. A name that does not resolve passes here and fails
+/// where it is fetched (as an unreachable robots.txt or a 502).
+async fn check_destination(state: &ProxyState, origin: &Origin) -> Result<(), Refusal> {
+    if !state.destinations.has_rules() {
+        return Ok(());
+    }
+    match state.destinations.resolve(&origin.host).await {
+        Err(DestinationError::Denied { .. }) => Err(refuse(
+            Answer::DestinationDenied {
+                host: origin.host.clone(),
+            },
+            Outcome::refused("destination-denied"),
+        )),
+        Ok(_) | Err(DestinationError::Lookup { .. }) => Ok(()),
+    }
+}
+
+/// Refuses crawler-trap paths (`/a/b/a/b/a/b/a/b`).
+fn check_path_repeats(state: &ProxyState, path: &str) -> Result<(), Refusal> {
+    match repeated_segments(path, state.max_path_repeats) {
+        Some(run) => Err(refuse(
+            Answer::CrawlerTrap {
+                run,
+                limit: state.max_path_repeats,
+            },
+            Outcome::refused("crawler-trap"),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The first run of path segments that repeats back to back more than
+/// `limit` times, if any (`limit` 0: never). Periods of up to 8 segments are
+/// checked, which costs O(8 × segments).
+pub fn repeated_segments(path: &str, limit: u32) -> Option<String> {
+    if limit == 0 {
+        return None;
+    }
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let limit = limit as usize;
+    for period in 1..=8.min(segments.len() / 2) {
+        // `equal` counts consecutive positions i where segment i equals
+        // segment i + period; a run of `period * (limit)` such positions means
+        // limit + 1 back-to-back copies.
+        let mut equal = 0;
+        for i in 0..segments.len() - period {
+            if segments[i] == segments[i + period] {
+                equal += 1;
+                if equal >= period * limit {
+                    let start = i + 1 - equal;
+                    return Some(format!("/{}", segments[start..start + period].join("/")));
+                }
+            } else {
+                equal = 0;
+            }
+        }
+    }
+    None
+}
+
 /// Would a request to `origin` come straight back to this listener?
 pub(super) fn targets_listener(origin: &Origin, listen: SocketAddr) -> bool {
     if origin.port != listen.port() {
@@ -344,5 +449,32 @@ fn robots_verdict(
             },
             Outcome::refused("upstream-certificate"),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::repeated_segments;
+
+    #[test]
+    fn crawler_trap_paths_are_found() {
+        assert_eq!(
+            repeated_segments("/a/b/a/b/a/b/a/b", 3),
+            Some("/a/b".into())
+        );
+        assert_eq!(repeated_segments("/a/b/a/b/a/b", 3), None);
+        assert_eq!(repeated_segments("/x/a/a/a/a/y", 3), Some("/a".into()));
+        assert_eq!(repeated_segments("/x/a/a/a/y", 3), None);
+        assert_eq!(
+            repeated_segments("/c/1/2/3/1/2/3/1/2/3/1/2/3/d", 3),
+            Some("/1/2/3".into())
+        );
+        assert_eq!(repeated_segments("/a/b/a/b/a/b/a/b", 0), None);
+        assert_eq!(repeated_segments("/", 3), None);
+        assert_eq!(repeated_segments("/images/2024/01/photo.jpg", 1), None);
+        assert_eq!(repeated_segments("/a/a", 1), Some("/a".into()));
+        // Long paths stay cheap: 4096 distinct segments.
+        let long: String = (0..4096).map(|i| format!("/s{i}")).collect();
+        assert_eq!(repeated_segments(&long, 3), None);
     }
 }

@@ -9,10 +9,12 @@ use http::{HeaderValue, Request};
 
 use crate::config::{Config, IdentityMode as ConfigIdentityMode, TlsMode};
 use crate::fetch::{FetchError, FetchSettings, RobotsCache, RobotsFetcher};
+use crate::policy::auth::{AuthConfigError, ProxyAuth};
+use crate::policy::destination::DestinationPolicy;
 use crate::policy::{IdentityMode, IdentityPolicy, Pacer, PacingSettings};
 use crate::robots::product_token;
 use crate::tls::{CertificateAuthority, LeafMinter, TlsError};
-use crate::upstream::{build_client, UpstreamClient, UpstreamError, UpstreamSettings};
+use crate::upstream::{build_client_with, UpstreamClient, UpstreamError, UpstreamSettings};
 
 /// Shared state of one running proxy.
 pub struct ProxyState {
@@ -55,7 +57,23 @@ pub struct ProxyState {
     /// The configured identity's product token, for tunnel-mode CONNECTs
     /// that name no agent.
     pub default_agent: String,
+    /// Proxy authentication, when users are configured.
+    pub auth: Option<ProxyAuth>,
+    /// `proxy.deny_destinations`, with its DNS cache.
+    pub destinations: Arc<DestinationPolicy>,
+    /// `proxy.max_path_repeats`.
+    pub max_path_repeats: u32,
 }
+
+/// How long a DNS answer is trusted for destination checks. Short, so a
+/// changed record is seen soon; long enough to spare a lookup per request.
+const DNS_CACHE_TTL: Duration = Duration::from_secs(30);
+
+/// How many names the destination check remembers.
+const DNS_CACHE_CAPACITY: std::num::NonZeroUsize = match std::num::NonZeroUsize::new(4096) {
+    Some(n) => n,
+    None => std::num::NonZeroUsize::MIN,
+};
 
 /// How many leaf certificates stay cached (one per intercepted host).
 const LEAF_CACHE_CAPACITY: usize = 4096;
@@ -75,6 +93,9 @@ pub enum StateError {
     /// The robots.txt fetcher could not be set up.
     #[error(transparent)]
     Fetch(#[from] FetchError),
+    /// The proxy users could not be loaded.
+    #[error(transparent)]
+    Auth(#[from] AuthConfigError),
     /// The interception CA could not be loaded or created.
     #[error(transparent)]
     Tls(#[from] TlsError),
@@ -102,11 +123,24 @@ impl ProxyState {
             extra_roots: config.tls.extra_roots.clone(),
             http2: true,
         };
-        let client = build_client(&settings)?;
-        let upgrade_client = build_client(&UpstreamSettings {
-            http2: false,
-            ..settings
-        })?;
+        let destinations = Arc::new(DestinationPolicy::new(
+            config.proxy.deny_destinations.clone(),
+            DNS_CACHE_TTL,
+            DNS_CACHE_CAPACITY,
+        ));
+        let client = build_client_with(&settings, destinations.clone())?;
+        let upgrade_client = build_client_with(
+            &UpstreamSettings {
+                http2: false,
+                ..settings
+            },
+            destinations.clone(),
+        )?;
+        let auth = ProxyAuth::new(
+            &config.auth.users,
+            config.auth.htpasswd.as_deref(),
+            &config.auth.realm,
+        )?;
         let identity = IdentityPolicy {
             user_agent: mode(config.identity.user_agent),
             from: mode(config.identity.from),
@@ -163,6 +197,9 @@ impl ProxyState {
             connect_timeout: config.proxy.upstream_connect_timeout,
             header_read_timeout: config.proxy.header_read_timeout,
             default_agent,
+            auth,
+            destinations,
+            max_path_repeats: config.proxy.max_path_repeats,
         })
     }
 
