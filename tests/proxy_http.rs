@@ -1108,8 +1108,6 @@ async fn shutdown_closes_idle_keep_alive_connections_without_waiting() {
 }
 
 #[tokio::test]
-#[ignore = "proxy.idle_timeout is not wired up: idle keep-alive connections close after \
-            header_read_timeout instead"]
 async fn idle_keep_alive_connection_is_closed_after_idle_timeout() {
     let origin = site(ROBOTS).await;
     let proxy = TestProxy::start(config_with(|c| {
@@ -1120,4 +1118,36 @@ async fn idle_keep_alive_connection_is_closed_after_idle_timeout() {
     assert_status(&conn.fetch(get_request(&origin.url("/a"))).await, 200);
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(conn.is_closed(), "idle for 1 s with idle_timeout = 300ms");
+}
+
+#[tokio::test]
+async fn idle_timeout_is_not_the_head_timeout() {
+    // A keep-alive connection idle longer than header_read_timeout (but not
+    // idle_timeout) stays open; a slow request head is still cut.
+    let origin = site(ROBOTS).await;
+    let proxy = TestProxy::start(config_with(|c| {
+        c.proxy.idle_timeout = Duration::from_secs(5);
+        c.proxy.header_read_timeout = Duration::from_millis(300);
+    }))
+    .await;
+    let mut conn = ProxyConn::open(proxy.addr()).await;
+    assert_status(&conn.fetch(get_request(&origin.url("/a"))).await, 200);
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    assert!(!conn.is_closed(), "idle 900 ms < idle_timeout 5 s");
+    assert_status(&conn.fetch(get_request(&origin.url("/b"))).await, 200);
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut slow = tokio::net::TcpStream::connect(proxy.addr())
+        .await
+        .expect("connect");
+    slow.write_all(b"GET http://127.0.0.1/ HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .expect("partial head");
+    let started = std::time::Instant::now();
+    let mut rest = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), slow.read_to_end(&mut rest)).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "the slow head was cut by header_read_timeout"
+    );
 }

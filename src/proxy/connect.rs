@@ -18,6 +18,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpStream;
 
+use super::idle::{serve_busy, Activity, IdleIo};
 use super::response::Answer;
 use super::service::{self, ClientContext};
 use super::state::ProxyState;
@@ -40,6 +41,12 @@ pub async fn handle(
         Err((answer, agent, verdict)) => (answer.into_response(), agent, verdict),
         Ok(Decision::Intercept(authority)) => {
             let on_upgrade = hyper::upgrade::on(&mut request);
+            // The outer connection stays busy (no idle timer) while the
+            // tunnel lives; the decrypted connection has its own timers.
+            let busy = request
+                .extensions()
+                .get::<Arc<Activity>>()
+                .map(|a| a.begin());
             let state = state.clone();
             let context = ClientContext {
                 addr: client,
@@ -48,7 +55,10 @@ pub async fn handle(
             };
             tokio::spawn(async move {
                 match on_upgrade.await {
-                    Ok(upgraded) => intercept(state, context, authority, upgraded).await,
+                    Ok(upgraded) => {
+                        intercept(state, context, authority, upgraded).await;
+                        drop(busy);
+                    }
                     Err(error) => tracing::debug!(%client, %error, "CONNECT upgrade failed"),
                 }
             });
@@ -60,6 +70,10 @@ pub async fn handle(
             permit,
         }) => {
             let on_upgrade = hyper::upgrade::on(&mut request);
+            // A blind tunnel carries no request heads: only the idle timer.
+            if let Some(activity) = request.extensions().get::<Arc<Activity>>() {
+                activity.mark_upgraded();
+            }
             tokio::spawn(async move {
                 match on_upgrade.await {
                     Ok(upgraded) => {
@@ -331,19 +345,28 @@ async fn intercept(
             return;
         }
     };
+    let activity = Activity::new();
+    let io = IdleIo::new(tls, activity.clone(), state.timeouts);
     let service = service_fn(move |request: Request<Incoming>| {
         let state = state.clone();
         let authority = authority.clone();
         let context = context.clone();
+        let activity = activity.clone();
         async move {
-            let request = absolute_https(request, &authority);
-            Ok::<_, std::convert::Infallible>(service::serve_request(state, context, request).await)
+            let response = serve_busy(activity, request, |request| {
+                service::serve_request(state, context, absolute_https(request, &authority))
+            })
+            .await;
+            Ok::<_, std::convert::Infallible>(response)
         }
     });
     let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-    builder.http1().timer(hyper_util::rt::TokioTimer::new());
+    builder
+        .http1()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(None);
     if let Err(error) = builder
-        .serve_connection_with_upgrades(TokioIo::new(tls), service)
+        .serve_connection_with_upgrades(TokioIo::new(io), service)
         .await
     {
         tracing::debug!(%client, %error, "intercepted connection ended with an error");

@@ -160,7 +160,14 @@ impl<T: Send + Unpin + 'static> Body for HoldingBody<T> {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let polled = Pin::new(&mut self.inner).poll_frame(cx);
-        if matches!(polled, Poll::Ready(None) | Poll::Ready(Some(Err(_)))) {
+        // hyper stops polling once `is_end_stream` says so and may keep the
+        // body around afterwards, so release on the last frame too.
+        let finished = match &polled {
+            Poll::Ready(None) | Poll::Ready(Some(Err(_))) => true,
+            Poll::Ready(Some(Ok(_))) => self.inner.is_end_stream(),
+            Poll::Pending => false,
+        };
+        if finished {
             self.held = None;
         }
         polled

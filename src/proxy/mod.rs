@@ -3,6 +3,7 @@
 
 mod connect;
 mod forward;
+mod idle;
 pub mod response;
 mod service;
 mod state;
@@ -47,7 +48,7 @@ pub struct Server {
     allow_clients: Vec<IpNet>,
     connections: Arc<Semaphore>,
     max_connections: usize,
-    header_read_timeout: Duration,
+    timeouts: idle::Timeouts,
     max_header_bytes: usize,
     drain_timeout: Duration,
 }
@@ -74,7 +75,10 @@ impl Server {
             allow_clients: config.proxy.allow_clients.clone(),
             connections: Arc::new(Semaphore::new(config.proxy.max_connections.get())),
             max_connections: config.proxy.max_connections.get(),
-            header_read_timeout: config.proxy.header_read_timeout,
+            timeouts: idle::Timeouts {
+                idle: config.proxy.idle_timeout,
+                head: config.proxy.header_read_timeout,
+            },
             // hyper refuses buffers below 8 KiB.
             max_header_bytes: config.proxy.max_header_bytes.get().max(8192),
             drain_timeout: Duration::from_secs(30),
@@ -125,17 +129,27 @@ impl Server {
             }
             let _ = stream.set_nodelay(true);
             let state = self.state.clone();
+            let activity = idle::Activity::new();
+            let io = idle::IdleIo::new(stream, activity.clone(), self.timeouts);
             let service = service_fn(move |request| {
                 let state = state.clone();
+                let activity = activity.clone();
                 async move {
-                    Ok::<_, std::convert::Infallible>(service::handle(state, client, request).await)
+                    Ok::<_, std::convert::Infallible>(
+                        idle::serve_busy(activity, request, |request| {
+                            service::handle(state, client, request)
+                        })
+                        .await,
+                    )
                 }
             });
+            // hyper's own head timer would also close idle keep-alive
+            // connections; `idle::IdleIo` keeps the two limits apart.
             let connection = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
-                .header_read_timeout(self.header_read_timeout)
+                .header_read_timeout(None)
                 .max_buf_size(self.max_header_bytes)
-                .serve_connection(TokioIo::new(stream), service)
+                .serve_connection(TokioIo::new(io), service)
                 .with_upgrades();
             let mut stop = stop_rx.clone();
             tokio::spawn(async move {

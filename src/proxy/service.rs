@@ -173,6 +173,11 @@ async fn pipeline(
     // and, once the origin answers 101, becomes a byte pipe.
     let upgrade = wants_upgrade(&request);
     let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut request));
+    let busy = request
+        .extensions()
+        .get::<Arc<super::idle::Activity>>()
+        .filter(|_| upgrade)
+        .map(|activity| activity.begin());
     forward::prepare_request(&mut request, &state.pseudonym, upgrade);
     let upstream_client = if upgrade {
         &state.upgrade_client
@@ -192,7 +197,10 @@ async fn pipeline(
             let switching = response.status() == http::StatusCode::SWITCHING_PROTOCOLS;
             if let (true, Some(client_upgrade)) = (switching, client_upgrade) {
                 let origin_upgrade = hyper::upgrade::on(&mut response);
-                tokio::spawn(super::upgrade::pipe(client_upgrade, origin_upgrade, permit));
+                // An upgraded pipe (WebSocket) keeps its own pace: the
+                // connection stays busy, so the idle timer leaves it alone.
+                let held = (permit, busy);
+                tokio::spawn(super::upgrade::pipe(client_upgrade, origin_upgrade, held));
                 forward::prepare_response(&mut response, &state.pseudonym, true);
                 return Ok((response, outcome));
             }

@@ -54,6 +54,8 @@ pub struct ProxyState {
     pub connect_timeout: Duration,
     /// `proxy.header_read_timeout`, also the client TLS handshake limit.
     pub header_read_timeout: Duration,
+    /// Idle and head timeouts for connections decrypted from tunnels.
+    pub timeouts: super::idle::Timeouts,
     /// The configured identity's product token, for tunnel-mode CONNECTs
     /// that name no agent.
     pub default_agent: String,
@@ -196,6 +198,10 @@ impl ProxyState {
             minter,
             connect_timeout: config.proxy.upstream_connect_timeout,
             header_read_timeout: config.proxy.header_read_timeout,
+            timeouts: super::idle::Timeouts {
+                idle: config.proxy.idle_timeout,
+                head: config.proxy.header_read_timeout,
+            },
             default_agent,
             auth,
             destinations,

@@ -1,0 +1,347 @@
+//! Connection timers hyper 1 does not offer as such: an idle timeout for
+//! keep-alive connections and a request-head timeout (slow-loris) that
+//! starts with the first byte of a request, not with the wait for one.
+//!
+//! hyper's own `header_read_timeout` runs from the moment a connection waits
+//! for its next request, so it also closes idle keep-alive connections and
+//! cannot tell "idle" from "sending a head very slowly". Here the connection's
+//! IO is wrapped: the service marks the connection busy while a request is
+//! being answered (until its response body ends), and the wrapper enforces
+//! `idle_timeout` while the connection is quiet and `header_read_timeout`
+//! from the first byte of a new request until the request reaches the
+//! service.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::time::{Instant, Sleep};
+
+/// The two limits.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    /// Longest quiet time between requests.
+    pub idle: Duration,
+    /// Longest time from a request's first byte to its complete head.
+    pub head: Duration,
+}
+
+/// What the service tells the IO wrapper: how many requests are in flight.
+#[derive(Debug)]
+pub struct Activity {
+    busy: AtomicUsize,
+    /// The connection became a tunnel: only the idle timer applies.
+    upgraded: std::sync::atomic::AtomicBool,
+    /// The reader parked while the connection was busy; woken when it
+    /// becomes quiet so the idle timer gets armed.
+    reader: std::sync::Mutex<Option<std::task::Waker>>,
+    /// Bumped when the connection becomes quiet again, so the wrapper knows
+    /// to restart its idle clock.
+    quiet_since: AtomicU64,
+    epoch: Instant,
+}
+
+impl Activity {
+    /// A fresh, quiet connection.
+    pub fn new() -> Arc<Activity> {
+        Arc::new(Activity {
+            busy: AtomicUsize::new(0),
+            upgraded: std::sync::atomic::AtomicBool::new(false),
+            reader: std::sync::Mutex::new(None),
+            quiet_since: AtomicU64::new(0),
+            epoch: Instant::now(),
+        })
+    }
+
+    /// Marks a request in flight until the returned guard is dropped.
+    pub fn begin(self: &Arc<Self>) -> BusyGuard {
+        self.busy.fetch_add(1, Ordering::AcqRel);
+        BusyGuard(self.clone())
+    }
+
+    /// The connection now carries a tunnel (CONNECT): bytes no longer
+    /// start request heads, so only the idle timer applies.
+    pub fn mark_upgraded(&self) {
+        self.upgraded.store(true, Ordering::Release);
+    }
+
+    fn is_busy(&self) -> bool {
+        self.busy.load(Ordering::Acquire) > 0
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+}
+
+/// Holds a connection busy (a request in flight, an upgraded pipe).
+#[derive(Debug)]
+pub struct BusyGuard(Arc<Activity>);
+
+impl Drop for BusyGuard {
+    fn drop(&mut self) {
+        let activity = &self.0;
+        activity
+            .quiet_since
+            .store(activity.now_ms(), Ordering::Release);
+        if activity.busy.fetch_sub(1, Ordering::AcqRel) == 1 {
+            let waker = activity
+                .reader
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take();
+            if let Some(waker) = waker {
+                waker.wake();
+            }
+        }
+    }
+}
+
+/// The connection's IO with the idle and head timers.
+pub struct IdleIo<T> {
+    inner: T,
+    activity: Arc<Activity>,
+    timeouts: Timeouts,
+    /// When the current quiet period started (last byte or end of request).
+    quiet_from: Instant,
+    /// The quiet period `quiet_from` was taken from (see `Activity`).
+    seen_quiet_mark: u64,
+    /// First byte of a request head not yet handed to the service.
+    head_from: Option<Instant>,
+    timer: Pin<Box<Sleep>>,
+}
+
+impl<T> IdleIo<T> {
+    /// Wraps `inner`.
+    pub fn new(inner: T, activity: Arc<Activity>, timeouts: Timeouts) -> IdleIo<T> {
+        let now = Instant::now();
+        IdleIo {
+            inner,
+            activity,
+            timeouts,
+            quiet_from: now,
+            seen_quiet_mark: 0,
+            head_from: None,
+            timer: Box::pin(tokio::time::sleep_until(now + timeouts.idle)),
+        }
+    }
+
+    /// Notes that bytes moved; returns nothing (the timers are checked when
+    /// the read side would wait).
+    fn saw_bytes(&mut self, read: bool) {
+        let now = Instant::now();
+        let tunnel = self.activity.upgraded.load(Ordering::Acquire);
+        if self.activity.is_busy() || tunnel {
+            self.head_from = None;
+        } else if read && self.head_from.is_none() {
+            self.head_from = Some(now);
+        }
+        self.quiet_from = now;
+    }
+
+    /// When the read side would wait: has a limit passed?
+    fn poll_timers(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Error> {
+        if self.activity.is_busy() {
+            self.head_from = None;
+            *self
+                .activity
+                .reader
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = Some(cx.waker().clone());
+            // The guard may have been dropped in between: look again.
+            if self.activity.is_busy() {
+                return Poll::Pending;
+            }
+        }
+        let mark = self.activity.quiet_since.load(Ordering::Acquire);
+        if mark != self.seen_quiet_mark {
+            // A request just finished: quiet from now on, no head started.
+            self.seen_quiet_mark = mark;
+            self.quiet_from = Instant::now();
+            self.head_from = None;
+        }
+        let (deadline, what) = match self.head_from {
+            Some(start) => (
+                start + self.timeouts.head,
+                "request head not complete in time",
+            ),
+            None => (
+                self.quiet_from + self.timeouts.idle,
+                "idle connection timed out",
+            ),
+        };
+        if Instant::now() >= deadline {
+            return Poll::Ready(std::io::Error::new(std::io::ErrorKind::TimedOut, what));
+        }
+        if self.timer.deadline() != deadline {
+            self.timer.as_mut().reset(deadline);
+        }
+        match self.timer.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(std::io::Error::new(std::io::ErrorKind::TimedOut, what)),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for IdleIo<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        match Pin::new(&mut self.inner).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) => {
+                if buf.filled().len() > before {
+                    self.saw_bytes(true);
+                }
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => match self.poll_timers(cx) {
+                Poll::Ready(error) => Poll::Ready(Err(error)),
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for IdleIo<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let polled = Pin::new(&mut self.inner).poll_write(cx, data);
+        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
+            self.saw_bytes(false);
+        }
+        polled
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let polled = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
+            self.saw_bytes(false);
+        }
+        polled
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// Runs `handle` with the connection marked busy until the response body
+/// has been sent (or dropped), and makes the connection's [`Activity`]
+/// available to the handler through the request's extensions.
+pub async fn serve_busy<F, Fut>(
+    activity: Arc<Activity>,
+    mut request: http::Request<hyper::body::Incoming>,
+    handle: F,
+) -> http::Response<crate::upstream::ProxyBody>
+where
+    F: FnOnce(http::Request<hyper::body::Incoming>) -> Fut,
+    Fut: Future<Output = http::Response<crate::upstream::ProxyBody>>,
+{
+    use http_body_util::BodyExt;
+    let guard = activity.begin();
+    request.extensions_mut().insert(activity);
+    handle(request)
+        .await
+        .map(|body| super::forward::HoldingBody::new(body, guard).boxed())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    const TIMEOUTS: Timeouts = Timeouts {
+        idle: Duration::from_secs(60),
+        head: Duration::from_secs(10),
+    };
+
+    #[tokio::test(start_paused = true)]
+    async fn quiet_connection_closes_after_idle_timeout() {
+        let (client, server) = tokio::io::duplex(64);
+        let activity = Activity::new();
+        let mut io = IdleIo::new(server, activity, TIMEOUTS);
+        let _client = client;
+        let started = Instant::now();
+        let mut buf = [0u8; 8];
+        let error = io.read(&mut buf).await.expect_err("times out");
+        assert_eq!(error.kind(), std::io::ErrorKind::TimedOut);
+        assert_eq!(started.elapsed(), Duration::from_secs(60));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn slow_head_closes_after_head_timeout() {
+        let (mut client, server) = tokio::io::duplex(64);
+        let activity = Activity::new();
+        let mut io = IdleIo::new(server, activity, TIMEOUTS);
+        client.write_all(b"GET ").await.expect("write");
+        let mut buf = [0u8; 8];
+        assert_eq!(io.read(&mut buf).await.expect("first bytes"), 4);
+        let started = Instant::now();
+        let error = io.read(&mut buf).await.expect_err("times out");
+        assert_eq!(error.kind(), std::io::ErrorKind::TimedOut);
+        assert_eq!(started.elapsed(), Duration::from_secs(10));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn busy_connection_has_no_timer_and_quiet_restarts_after() {
+        let (mut client, server) = tokio::io::duplex(64);
+        let activity = Activity::new();
+        let mut io = IdleIo::new(server, activity.clone(), TIMEOUTS);
+        client
+            .write_all(b"GET / HTTP/1.1\r\n\r\n")
+            .await
+            .expect("write");
+        let mut buf = [0u8; 64];
+        assert_eq!(io.read(&mut buf).await.expect("head"), 18);
+        let guard = activity.begin();
+        // A slow upstream: 5 minutes busy, no timer fires.
+        let waiting = tokio::time::timeout(Duration::from_secs(300), io.read(&mut buf)).await;
+        assert!(waiting.is_err(), "no timeout while busy");
+        drop(guard);
+        let started = Instant::now();
+        let error = io.read(&mut buf).await.expect_err("idle after the request");
+        assert_eq!(error.kind(), std::io::ErrorKind::TimedOut);
+        assert_eq!(started.elapsed(), Duration::from_secs(60));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn tunnels_get_only_the_idle_timer() {
+        let (mut client, server) = tokio::io::duplex(64);
+        let activity = Activity::new();
+        activity.mark_upgraded();
+        let mut io = IdleIo::new(server, activity, TIMEOUTS);
+        let mut buf = [0u8; 8];
+        for _ in 0..5 {
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            client.write_all(b"x").await.expect("write");
+            let n = io
+                .read(&mut buf)
+                .await
+                .expect("tunnel bytes keep it alive past the head timeout");
+            assert_eq!(n, 1);
+        }
+    }
+}
