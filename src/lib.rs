@@ -4,6 +4,7 @@
 pub mod check;
 pub mod config;
 pub mod fetch;
+pub mod metrics;
 pub mod origin;
 pub mod policy;
 pub mod proxy;

@@ -23,6 +23,7 @@ use super::service;
 use super::state::ProxyState;
 use crate::config::TlsMode;
 use crate::fetch::RobotsRules;
+use crate::metrics::ConnectionKind;
 use crate::origin::{Origin, Scheme};
 use crate::telemetry::{log_request, RequestRecord};
 use crate::upstream::ProxyBody;
@@ -41,7 +42,10 @@ pub async fn handle(
             let state = state.clone();
             tokio::spawn(async move {
                 match on_upgrade.await {
-                    Ok(upgraded) => intercept(state, client, authority, upgraded).await,
+                    Ok(upgraded) => {
+                        let _open = state.metrics.connection_opened(ConnectionKind::Intercepted);
+                        intercept(state, client, authority, upgraded).await;
+                    }
                     Err(error) => tracing::debug!(%client, %error, "CONNECT upgrade failed"),
                 }
             });
@@ -53,6 +57,7 @@ pub async fn handle(
             permit,
         }) => {
             let on_upgrade = hyper::upgrade::on(&mut request);
+            let state = state.clone();
             tokio::spawn(async move {
                 match on_upgrade.await {
                     Ok(upgraded) => {
@@ -60,6 +65,7 @@ pub async fn handle(
                         // tunnel is up, so long-lived tunnels do not block
                         // the host's other requests.
                         drop(permit);
+                        let _open = state.metrics.connection_opened(ConnectionKind::Tunnel);
                         tunnel(client, upgraded, upstream).await;
                     }
                     Err(error) => tracing::debug!(%client, %error, "CONNECT upgrade failed"),
@@ -68,7 +74,7 @@ pub async fn handle(
             (established(), agent, "tunnel")
         }
     };
-    log_request(&RequestRecord {
+    let record = RequestRecord {
         client,
         method: "CONNECT",
         url: &target,
@@ -77,7 +83,9 @@ pub async fn handle(
         rule_line: None,
         status: response.status().as_u16(),
         upstream: None,
-    });
+    };
+    log_request(&record);
+    state.metrics.record(&record, response.headers());
     response
 }
 

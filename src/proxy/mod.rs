@@ -23,6 +23,7 @@ use tokio::sync::Semaphore;
 pub use state::{ProxyState, StateError};
 
 use crate::config::Config;
+use crate::metrics::ConnectionKind;
 
 /// Why the proxy could not start.
 #[derive(Debug, thiserror::Error)]
@@ -124,6 +125,7 @@ impl Server {
                 continue;
             }
             let _ = stream.set_nodelay(true);
+            let open = self.state.metrics.connection_opened(ConnectionKind::Client);
             let state = self.state.clone();
             let service = service_fn(move |request| {
                 let state = state.clone();
@@ -151,7 +153,7 @@ impl Server {
                 if let Err(error) = result {
                     tracing::debug!(%client, %error, "connection ended with an error");
                 }
-                drop(slot);
+                drop((slot, open));
             });
         }
         tracing::info!("shutting down: draining in-flight requests");

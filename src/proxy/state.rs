@@ -9,6 +9,7 @@ use http::{HeaderValue, Request};
 
 use crate::config::{Config, IdentityMode as ConfigIdentityMode, TlsMode};
 use crate::fetch::{FetchError, FetchSettings, RobotsCache, RobotsFetcher};
+use crate::metrics::{Metrics, ScrapeSources};
 use crate::policy::{IdentityMode, IdentityPolicy, Pacer, PacingSettings};
 use crate::robots::product_token;
 use crate::tls::{CertificateAuthority, LeafMinter, TlsError};
@@ -55,6 +56,8 @@ pub struct ProxyState {
     /// The configured identity's product token, for tunnel-mode CONNECTs
     /// that name no agent.
     pub default_agent: String,
+    /// Counters for `/metrics` and the admin status page.
+    pub metrics: Metrics,
 }
 
 /// How many leaf certificates stay cached (one per intercepted host).
@@ -144,6 +147,11 @@ impl ProxyState {
             .robot_name
             .clone()
             .unwrap_or_else(|| product_token(&config.identity.default_user_agent).to_string());
+        let metrics = Metrics::new(ScrapeSources {
+            robots: robots.clone(),
+            pacer: pacer.clone(),
+            minter: minter.clone(),
+        });
         Ok(ProxyState {
             listen,
             pseudonym: format!("robots-guard-{:08x}", rand_u32()),
@@ -163,6 +171,7 @@ impl ProxyState {
             connect_timeout: config.proxy.upstream_connect_timeout,
             header_read_timeout: config.proxy.header_read_timeout,
             default_agent,
+            metrics,
         })
     }
 
