@@ -1,6 +1,7 @@
 //! robots-guard: a forward HTTP(S) proxy that makes any HTTP client a polite robot.
 #![warn(missing_docs)]
 
+pub mod admin;
 pub mod check;
 pub mod config;
 pub mod fetch;
