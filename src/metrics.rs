@@ -673,6 +673,87 @@ mod tests {
         assert_eq!(cut("short"), "short");
     }
 
+    fn metrics() -> Metrics {
+        let config = crate::config::Config::default();
+        let client = crate::upstream::build_client(&crate::upstream::UpstreamSettings {
+            connect_timeout: Duration::from_secs(1),
+            pool_idle_timeout: Duration::from_secs(1),
+            extra_roots: Vec::new(),
+            http2: false,
+        })
+        .expect("client");
+        let pacer = Pacer::new(crate::policy::PacingSettings {
+            default_delay: Duration::ZERO,
+            max_per_host: NonZeroUsize::MIN,
+            max_wait: Duration::ZERO,
+            idle_host_ttl: Duration::from_secs(1),
+            max_hosts: 1,
+        });
+        let settings = crate::fetch::FetchSettings::from_config(&config).expect("settings");
+        let robots = RobotsCache::new(crate::fetch::RobotsFetcher::new(
+            client,
+            pacer.clone(),
+            Arc::new(settings),
+        ));
+        Metrics::new(ScrapeSources {
+            robots,
+            pacer,
+            minter: None,
+        })
+    }
+
+    fn record(m: &Metrics, url: &str, verdict: &'static str, status: u16) {
+        m.record(
+            &RequestRecord {
+                client: "127.0.0.1:5000".parse().expect("addr"),
+                method: "GET",
+                url,
+                agent: "TestBot",
+                verdict,
+                rule_line: None,
+                status,
+                upstream: None,
+            },
+            &HeaderMap::new(),
+        );
+    }
+
+    #[tokio::test]
+    async fn denials_keep_the_newest_and_hosts_count_by_class() {
+        let m = metrics();
+        for i in 0..DENIAL_CAPACITY + 5 {
+            record(
+                &m,
+                &format!("http://a.example/private/{i}"),
+                "disallowed",
+                403,
+            );
+        }
+        record(&m, "http://b.example/", "allowed", 200);
+        record(&m, "http://b.example/", "pacing", 429);
+        record(&m, "b.example:443", "intercept", 200);
+        let denials = m.denials();
+        assert_eq!(denials.len(), DENIAL_CAPACITY);
+        assert_eq!(denials[0].url, "http://b.example/");
+        assert_eq!(denials[0].reason, "pacing");
+        assert_eq!(
+            denials[DENIAL_CAPACITY - 1].url,
+            "http://a.example/private/6"
+        );
+        let hosts = m.hosts(10);
+        assert_eq!(hosts[0].0, "b.example");
+        assert_eq!((hosts[0].1.allowed, hosts[0].1.throttled), (1, 1));
+        assert_eq!(hosts[1].1.denied, DENIAL_CAPACITY as u64 + 5);
+        let totals = m.totals();
+        assert_eq!((totals.allowed, totals.throttled), (1, 1));
+        let text = m.encode().expect("encode");
+        assert!(
+            text.contains("robots_guard_pacing_rejected_total 1"),
+            "{text}"
+        );
+        assert!(text.contains(r#"robots_guard_requests_total{verdict="intercept",status="200"} 1"#));
+    }
+
     #[test]
     fn classify_counts_intercept_connects_nowhere() {
         assert_eq!(classify("allowed"), Some(Class::Allowed));

@@ -36,21 +36,23 @@ h1 { font-size: 1.4rem; margin: 0 0 .25rem; }
 h2 { font-size: 1.1rem; margin: 2rem 0 .5rem; }
 .sub, .muted { color: var(--muted); }
 .sub { margin: 0 0 1rem; }
-dl.summary { display: flex; flex-wrap: wrap; gap: .5rem; margin: 0; }
-dl.summary div { flex: 1 1 7rem; border: 1px solid var(--line); border-radius: 6px; padding: .4rem .75rem; }
+dl.summary { display: grid; grid-template-columns: repeat(auto-fill, minmax(9rem, 1fr)); gap: .5rem; margin: 0; }
+dl.summary div { border: 1px solid var(--line); border-radius: 6px; padding: .4rem .75rem; }
 dl.summary dt { color: var(--muted); font-size: .8rem; }
 dl.summary dd { margin: 0; font-size: 1.15rem; font-variant-numeric: tabular-nums; }
 table { width: 100%; border-collapse: collapse; }
 th, td { text-align: left; padding: .35rem .5rem; border-bottom: 1px solid var(--line); vertical-align: top; }
 th { font-size: .8rem; color: var(--muted); font-weight: 600; white-space: nowrap; }
 tbody tr:nth-child(odd) { background: var(--stripe); }
-td.num { text-align: right; font-variant-numeric: tabular-nums; }
+th.num, td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.scroll { overflow-x: auto; }
 .mono { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: .85rem; }
 .url { word-break: break-all; }
 .badge { display: inline-block; padding: 0 .45rem; border-radius: 1rem; font-size: .75rem; font-weight: 600;
   border: 1px solid currentColor; white-space: nowrap; }
 .ok { color: var(--ok); } .info { color: var(--info); } .warn { color: var(--warn); } .bad { color: var(--bad); }
 .zero { color: var(--muted); }
+.nowrap { white-space: nowrap; }
 .origin + .origin { margin-top: .25rem; }
 .empty { color: var(--muted); padding: 1rem 0; }
 footer { margin-top: 2rem; color: var(--muted); font-size: .8rem; }
@@ -172,7 +174,7 @@ fn hosts(page: &mut String, state: &ProxyState, now: Instant) {
         return;
     }
     page.push_str(
-        "<table id=\"hosts\"><thead><tr><th>Host</th><th>robots.txt</th>\
+        "<div class=\"scroll\"><table id=\"hosts\"><thead><tr><th>Host</th><th>robots.txt</th>\
          <th class=\"num\">Allowed</th><th class=\"num\">Denied</th><th class=\"num\">429</th>\
          <th class=\"num\">Failed</th><th class=\"num\">Delay</th>\
          <th class=\"num\">In flight / queued</th><th>Last request</th></tr></thead><tbody>\n",
@@ -218,7 +220,7 @@ fn hosts(page: &mut String, state: &ProxyState, now: Instant) {
                 let class = if a.last_status < 400 { "ok" } else { "bad" };
                 let _ = write!(
                     page,
-                    "<td><span class=\"{class}\">{} {}</span> <span class=\"muted\">{} ago</span></td>",
+                    "<td class=\"nowrap\"><span class=\"{class}\">{} {}</span> <span class=\"muted\">{} ago</span></td>",
                     a.last_status,
                     escape(a.last_verdict),
                     since(a.last_seen),
@@ -228,7 +230,7 @@ fn hosts(page: &mut String, state: &ProxyState, now: Instant) {
         }
         page.push_str("</tr>\n");
     }
-    page.push_str("</tbody></table>\n");
+    page.push_str("</tbody></table></div>\n");
 }
 
 fn count_cell(page: &mut String, n: u64) {
@@ -304,7 +306,7 @@ fn denials(page: &mut String, denials: &[Denial], wall: SystemTime) {
         return;
     }
     page.push_str(
-        "<table id=\"denials\"><thead><tr><th>When</th><th>Client</th><th>Request</th>\
+        "<div class=\"scroll\"><table id=\"denials\"><thead><tr><th>When</th><th>Client</th><th>Request</th>\
          <th>Agent</th><th class=\"num\">Status</th><th>Reason</th><th>Rule</th></tr></thead><tbody>\n",
     );
     for d in denials {
@@ -348,7 +350,7 @@ fn denials(page: &mut String, denials: &[Denial], wall: SystemTime) {
         }
         page.push_str("</td></tr>\n");
     }
-    page.push_str("</tbody></table>\n");
+    page.push_str("</tbody></table></div>\n");
 }
 
 /// `s` safe in HTML text and in double- or single-quoted attributes.
