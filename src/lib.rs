@@ -1,9 +1,11 @@
 //! robots-guard: a forward HTTP(S) proxy that makes any HTTP client a polite robot.
 #![warn(missing_docs)]
 
+pub mod admin;
 pub mod check;
 pub mod config;
 pub mod fetch;
+pub mod metrics;
 pub mod origin;
 pub mod policy;
 pub mod proxy;

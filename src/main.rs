@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+use robots_guard::admin::AdminServer;
 use robots_guard::check::{self, CheckRequest};
 use robots_guard::config::Config;
 use robots_guard::proxy::Server;
@@ -136,13 +137,25 @@ fn serve(config_path: &std::path::Path) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
+        let admin = match AdminServer::bind(config.admin.listen, server.state()).await {
+            Ok(admin) => admin,
+            Err(e) => {
+                tracing::error!("{e}");
+                eprintln!("robots-guard: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
         tracing::info!(
             listen = %server.local_addr(),
+            admin = %admin.local_addr(),
             config = %config_path.display(),
-            "robots-guard proxy ready; set HTTP_PROXY=http://{}",
-            server.local_addr()
+            "robots-guard proxy ready; set HTTP_PROXY=http://{}; status page http://{}/",
+            server.local_addr(),
+            admin.local_addr()
         );
+        let admin = tokio::spawn(admin.run());
         server.run(shutdown_signal()).await;
+        admin.abort();
         ExitCode::SUCCESS
     })
 }

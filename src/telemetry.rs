@@ -39,8 +39,10 @@ pub struct RequestRecord<'a> {
     pub url: &'a str,
     /// The product token matched against robots.txt (empty if none yet).
     pub agent: &'a str,
-    /// `allowed`, `disallowed`, `identity`, `pacing`, ...
-    pub verdict: &'a str,
+    /// `allowed`, `disallowed`, `identity`, `pacing`, ... A fixed word of the
+    /// proxy's (hence `'static`): metrics use it as a label, whose values
+    /// must stay few.
+    pub verdict: &'static str,
     /// The deciding robots.txt line, if any.
     pub rule_line: Option<u32>,
     /// The status sent to the client.

@@ -6,7 +6,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 cargo build --release --quiet || { echo "e2e: build failed"; exit 1; }
-BIN=target/release/robots-guard
+TARGET=${CARGO_TARGET_DIR:-target}
+BIN=$TARGET/release/robots-guard
 WORK=$(mktemp -d)
 PIDS=()
 cleanup() {
@@ -63,9 +64,11 @@ connect_ports = [443, $TLS_PORT]
 TOML
 "$BIN" serve --config "$WORK/config.toml" > "$WORK/proxy.log" 2>&1 &
 PIDS+=($!)
-for _ in $(seq 100); do
-  (echo > "/dev/tcp/127.0.0.1/$PROXY_PORT") 2>/dev/null && break
-  sleep 0.1
+for port in "$PROXY_PORT" "$ADMIN_PORT"; do
+  for _ in $(seq 100); do
+    (echo > "/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+    sleep 0.1
+  done
 done
 PROXY="http://127.0.0.1:$PROXY_PORT"
 
@@ -138,6 +141,41 @@ check "requests https disallowed" "403 robots-disallow" "$(pys "$SECURE/private/
 # One robots.txt fetch by the proxy served all of the above; the other one is
 # the client's own request for /robots.txt, which is forwarded.
 check "robots.txt fetched once by the proxy" "2" "$(curl -s --noproxy '*' "$ORIGIN/__robots_fetches")"
+
+# The admin listener: health, metrics, and the status page in a real browser.
+ADMIN="http://127.0.0.1:$ADMIN_PORT"
+check "admin /healthz" "ok" "$(curl -s --noproxy '*' "$ADMIN/healthz")"
+METRICS=$(curl -s --noproxy '*' "$ADMIN/metrics")
+check "metrics: one robots.txt fetch per origin" "2" \
+  "$(sed -n 's/^robots_guard_robots_fetches_total{outcome="ok"} //p' <<<"$METRICS")"
+check "metrics: disallowed requests counted" "yes" \
+  "$(grep -q '^robots_guard_requests_total{verdict="disallowed",status="403"} [1-9]' <<<"$METRICS" && echo yes || echo no)"
+check "metrics: leaf certificates minted" "yes" \
+  "$(grep -q '^robots_guard_tls_leaf_certificates_minted_total [1-9]' <<<"$METRICS" && echo yes || echo no)"
+CHROMIUM=$(command -v chromium || command -v chromium-browser || true)
+if [[ -z $CHROMIUM ]]; then
+  echo "skip status page in Chromium: chromium is not installed (apt-get install chromium; .ci/run does)"
+else
+  chrome() { # args...: headless, throwaway profile, console messages to stderr
+    timeout 60 "$CHROMIUM" --headless --no-sandbox --disable-gpu --disable-dev-shm-usage \
+      --no-first-run --disable-background-networking --disable-component-update --disable-sync \
+      --user-data-dir="$(mktemp -d -p "$WORK")" --enable-logging=stderr --v=0 "$@"
+  }
+  chrome --dump-dom "$ADMIN/" > "$WORK/status.html" 2> "$WORK/chrome.log"
+  check "status page loads in Chromium" "yes" \
+    "$(grep -q '<h1>robots-guard</h1>' "$WORK/status.html" && echo yes || echo no)"
+  check "status page shows the origin host" "yes" \
+    "$(grep -q '<td class="mono">127.0.0.1</td>' "$WORK/status.html" && echo yes || echo no)"
+  check "status page shows a denial and its rule" "yes" \
+    "$(grep -q 'disallow: /private <span class="muted">line 2</span>' "$WORK/status.html" && echo yes || echo no)"
+  # Chromium logs every console message (errors, CSP violations, uncaught
+  # exceptions) as a CONSOLE line.
+  check "status page has no console errors" "" \
+    "$(grep -E ':CONSOLE|Uncaught' "$WORK/chrome.log")"
+  chrome --window-size=1400,1000 --screenshot="$TARGET/e2e-status.png" "$ADMIN/" 2>/dev/null >/dev/null
+  check "status page screenshot ($TARGET/e2e-status.png)" "yes" \
+    "$([[ -s $TARGET/e2e-status.png ]] && echo yes || echo no)"
+fi
 
 # The proxy logged one line per request.
 check "requests logged" "yes" "$(grep -q 'verdict="disallowed" rule_line=2 status=403' "$WORK/proxy.log" && echo yes || echo no)"

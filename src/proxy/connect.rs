@@ -24,6 +24,7 @@ use super::service::{self, ClientContext};
 use super::state::ProxyState;
 use crate::config::TlsMode;
 use crate::fetch::RobotsRules;
+use crate::metrics::ConnectionKind;
 use crate::origin::{Origin, Scheme};
 use crate::policy::destination::DestinationError;
 use crate::telemetry::{log_request, RequestRecord};
@@ -56,6 +57,7 @@ pub async fn handle(
             tokio::spawn(async move {
                 match on_upgrade.await {
                     Ok(upgraded) => {
+                        let _open = state.metrics.connection_opened(ConnectionKind::Intercepted);
                         intercept(state, context, authority, upgraded).await;
                         drop(busy);
                     }
@@ -74,6 +76,7 @@ pub async fn handle(
             if let Some(activity) = request.extensions().get::<Arc<Activity>>() {
                 activity.mark_upgraded();
             }
+            let state = state.clone();
             tokio::spawn(async move {
                 match on_upgrade.await {
                     Ok(upgraded) => {
@@ -81,6 +84,7 @@ pub async fn handle(
                         // tunnel is up, so long-lived tunnels do not block
                         // the host's other requests.
                         drop(permit);
+                        let _open = state.metrics.connection_opened(ConnectionKind::Tunnel);
                         tunnel(client, upgraded, upstream).await;
                     }
                     Err(error) => tracing::debug!(%client, %error, "CONNECT upgrade failed"),
@@ -89,7 +93,7 @@ pub async fn handle(
             (established(), agent, "tunnel")
         }
     };
-    log_request(&RequestRecord {
+    let record = RequestRecord {
         client,
         user: user.as_deref(),
         method: "CONNECT",
@@ -99,7 +103,9 @@ pub async fn handle(
         rule_line: None,
         status: response.status().as_u16(),
         upstream: None,
-    });
+    };
+    log_request(&record);
+    state.metrics.record(&record, response.headers());
     response
 }
 

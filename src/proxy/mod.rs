@@ -24,6 +24,7 @@ use tokio::sync::Semaphore;
 pub use state::{ProxyState, StateError};
 
 use crate::config::Config;
+use crate::metrics::ConnectionKind;
 
 /// Why the proxy could not start.
 #[derive(Debug, thiserror::Error)]
@@ -128,6 +129,7 @@ impl Server {
                 continue;
             }
             let _ = stream.set_nodelay(true);
+            let open = self.state.metrics.connection_opened(ConnectionKind::Client);
             let state = self.state.clone();
             let activity = idle::Activity::new();
             let io = idle::IdleIo::new(stream, activity.clone(), self.timeouts);
@@ -165,7 +167,7 @@ impl Server {
                 if let Err(error) = result {
                     tracing::debug!(%client, %error, "connection ended with an error");
                 }
-                drop(slot);
+                drop((slot, open));
             });
         }
         tracing::info!("shutting down: draining in-flight requests");

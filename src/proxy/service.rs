@@ -86,7 +86,7 @@ pub async fn serve_request(
             (answer.into_response(), outcome)
         }
     };
-    log_request(&RequestRecord {
+    let record = RequestRecord {
         client: context.addr,
         user: context.user.as_deref(),
         method: &method,
@@ -96,7 +96,9 @@ pub async fn serve_request(
         rule_line: outcome.rule_line,
         status: response.status().as_u16(),
         upstream: outcome.upstream,
-    });
+    };
+    log_request(&record);
+    state.metrics.record(&record, response.headers());
     response
 }
 
@@ -152,6 +154,7 @@ async fn pipeline(
     }
 
     // 6. Pacing.
+    let pacing_started = Instant::now();
     let permit = match state.pacer.admit(origin.pacing_key(), delay).await {
         Ok(permit) => permit,
         Err(rejected) => {
@@ -168,6 +171,7 @@ async fn pipeline(
             ))
         }
     };
+    state.metrics.pacing_wait(pacing_started.elapsed());
 
     // 7. Forward. A protocol upgrade (WebSocket) keeps its Upgrade fields
     // and, once the origin answers 101, becomes a byte pipe.

@@ -9,6 +9,7 @@ use http::{HeaderValue, Request};
 
 use crate::config::{Config, IdentityMode as ConfigIdentityMode, TlsMode};
 use crate::fetch::{FetchError, FetchSettings, RobotsCache, RobotsFetcher};
+use crate::metrics::{Metrics, ScrapeSources};
 use crate::policy::auth::{AuthConfigError, ProxyAuth};
 use crate::policy::destination::DestinationPolicy;
 use crate::policy::{IdentityMode, IdentityPolicy, Pacer, PacingSettings};
@@ -65,6 +66,8 @@ pub struct ProxyState {
     pub destinations: Arc<DestinationPolicy>,
     /// `proxy.max_path_repeats`.
     pub max_path_repeats: u32,
+    /// Counters for `/metrics` and the admin status page.
+    pub metrics: Metrics,
 }
 
 /// How long a DNS answer is trusted for destination checks. Short, so a
@@ -180,6 +183,11 @@ impl ProxyState {
             .robot_name
             .clone()
             .unwrap_or_else(|| product_token(&config.identity.default_user_agent).to_string());
+        let metrics = Metrics::new(ScrapeSources {
+            robots: robots.clone(),
+            pacer: pacer.clone(),
+            minter: minter.clone(),
+        });
         Ok(ProxyState {
             listen,
             pseudonym: format!("robots-guard-{:08x}", rand_u32()),
@@ -206,6 +214,7 @@ impl ProxyState {
             auth,
             destinations,
             max_path_repeats: config.proxy.max_path_repeats,
+            metrics,
         })
     }
 

@@ -1,0 +1,213 @@
+//! The admin listener (`[admin] listen`, `127.0.0.1:9180` by default):
+//!
+//! - `GET /metrics`: Prometheus exposition of [`crate::metrics::Metrics`];
+//! - `GET /healthz`: `200 ok` while the proxy runs;
+//! - `GET /`: a status page for people: per-host table (robots.txt state and
+//!   age, requests allowed/denied, pacing delay and queue) and the recent
+//!   denials, refreshing itself every few seconds.
+//!
+//! The listener has no authentication and shows client addresses, URLs and
+//! agents: keep it on loopback (the default) or behind something that
+//! authenticates. The proxy binds whatever the config says, because an
+//! operator may have such a front end.
+
+mod status_page;
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{HeaderValue, ACCEPT, ALLOW, CACHE_CONTROL, CONTENT_TYPE};
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+use crate::proxy::ProxyState;
+
+/// At most this many admin connections are served at once: the endpoint is
+/// for a scraper and a few people, and must not compete with the proxy.
+const MAX_CONNECTIONS: usize = 32;
+
+/// Time a client has to send its request head.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The status page reloads itself this often (seconds).
+pub const REFRESH_SECONDS: u32 = 5;
+
+/// `Content-Type` of the classic Prometheus text format.
+const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// `Content-Type` of OpenMetrics text, for scrapers that ask for it.
+const OPENMETRICS_TEXT: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Why the admin listener could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum AdminError {
+    /// The address could not be bound.
+    #[error("cannot listen on {addr} (admin.listen): {error}")]
+    Bind {
+        /// The configured address.
+        addr: SocketAddr,
+        /// The OS error.
+        error: std::io::Error,
+    },
+}
+
+/// A bound admin listener, ready to [`run`](AdminServer::run).
+pub struct AdminServer {
+    listener: TcpListener,
+    local_addr: SocketAddr,
+    state: Arc<ProxyState>,
+}
+
+impl AdminServer {
+    /// Binds `addr` (port 0 picks a free port; see
+    /// [`local_addr`](AdminServer::local_addr)) for the proxy whose state is
+    /// `state`.
+    ///
+    /// # Errors
+    ///
+    /// [`AdminError::Bind`] when the address cannot be bound.
+    pub async fn bind(addr: SocketAddr, state: Arc<ProxyState>) -> Result<AdminServer, AdminError> {
+        let bind_error = |error| AdminError::Bind { addr, error };
+        let listener = TcpListener::bind(addr).await.map_err(bind_error)?;
+        let local_addr = listener.local_addr().map_err(bind_error)?;
+        Ok(AdminServer {
+            listener,
+            local_addr,
+            state,
+        })
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Serves until the task is dropped or aborted. Nothing here needs a
+    /// graceful drain: every answer is computed in one go.
+    pub async fn run(self) {
+        let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+        loop {
+            let Ok(slot) = slots.clone().acquire_owned().await else {
+                return;
+            };
+            let (stream, peer) = match self.listener.accept().await {
+                Ok(pair) => pair,
+                Err(error) => {
+                    tracing::warn!(%error, "admin accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let state = self.state.clone();
+            let service = service_fn(move |request| {
+                let state = state.clone();
+                async move { Ok::<_, Infallible>(route(&state, &request)) }
+            });
+            tokio::spawn(async move {
+                let connection = hyper::server::conn::http1::Builder::new()
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(HEADER_READ_TIMEOUT)
+                    .serve_connection(TokioIo::new(stream), service);
+                if let Err(error) = connection.await {
+                    tracing::debug!(%peer, %error, "admin connection ended with an error");
+                }
+                drop(slot);
+            });
+        }
+    }
+}
+
+/// Answers one admin request.
+fn route(state: &ProxyState, request: &Request<Incoming>) -> Response<Full<Bytes>> {
+    if request.method() != Method::GET && request.method() != Method::HEAD {
+        let mut response = text(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "only GET and HEAD are served here\n",
+        );
+        response
+            .headers_mut()
+            .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
+        return response;
+    }
+    match request.uri().path() {
+        "/metrics" => metrics(state, request),
+        "/healthz" => text(StatusCode::OK, "ok\n"),
+        "/" => {
+            let html = status_page::render(state);
+            let mut response = answer(StatusCode::OK, "text/html; charset=utf-8", html);
+            let headers = response.headers_mut();
+            // No scripts at all; inline styles only. Anything from the
+            // network is escaped, and this makes a slip harmless.
+            headers.insert(
+                "content-security-policy",
+                HeaderValue::from_static(
+                    "default-src 'none'; style-src 'unsafe-inline'; img-src data:; \
+                     base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+                ),
+            );
+            headers.insert(
+                "x-content-type-options",
+                HeaderValue::from_static("nosniff"),
+            );
+            headers.insert("referrer-policy", HeaderValue::from_static("no-referrer"));
+            response
+        }
+        _ => text(
+            StatusCode::NOT_FOUND,
+            "not found; this is the robots-guard admin endpoint: /, /metrics, /healthz\n",
+        ),
+    }
+}
+
+/// The exposition. prometheus-client writes OpenMetrics text; its
+/// differences from the classic format (`_total` samples under the counter's
+/// name, `# EOF`) are read fine by Prometheus as `text/plain; version=0.0.4`,
+/// so that is the default, and OpenMetrics is labelled as such to scrapers
+/// that ask for it.
+fn metrics(state: &ProxyState, request: &Request<Incoming>) -> Response<Full<Bytes>> {
+    let body = match state.metrics.encode() {
+        Ok(body) => body,
+        Err(error) => {
+            tracing::error!(%error, "cannot encode metrics");
+            return text(StatusCode::INTERNAL_SERVER_ERROR, "cannot encode metrics\n");
+        }
+    };
+    let openmetrics = request
+        .headers()
+        .get_all(ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("application/openmetrics-text"));
+    let content_type = if openmetrics {
+        OPENMETRICS_TEXT
+    } else {
+        PROMETHEUS_TEXT
+    };
+    answer(StatusCode::OK, content_type, body)
+}
+
+fn text(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
+    answer(status, "text/plain; charset=utf-8", body)
+}
+
+fn answer(
+    status: StatusCode,
+    content_type: &'static str,
+    body: impl Into<Bytes>,
+) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(body.into()));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    // Every answer is a snapshot of now.
+    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}

@@ -1,0 +1,767 @@
+//! Counters for `/metrics` (Prometheus) and the recent activity the admin
+//! status page shows.
+//!
+//! Two kinds of numbers live here:
+//!
+//! - **Counted by the pipeline**: requests by verdict and status, upstream
+//!   latency, pacing waits and `429`s, open connections. The proxy calls
+//!   [`Metrics::record`] where it logs a finished request,
+//!   [`Metrics::pacing_wait`] after a pacing slot was granted, and
+//!   [`Metrics::connection_opened`] when a connection starts.
+//! - **Read at scrape time** from the parts that already count for
+//!   themselves: the robots.txt cache ([`RobotsCache::stats`]), the pacer
+//!   ([`Pacer::tracked_hosts`]) and the leaf minter
+//!   ([`LeafMinter::minted_count`]). A [`Collector`] copies them into the
+//!   exposition, so there is one source of truth and nothing to keep in sync.
+//!
+//! Every label has a bounded set of values: verdicts are `&'static str`
+//! chosen by the proxy, status codes are folded into their class when not
+//! registered, connection kinds are an enum. Hosts and URLs never become
+//! labels (one series per visited host would grow without end); they go to
+//! the status page's bounded per-host map and denial ring instead.
+
+use std::collections::VecDeque;
+use std::fmt::{self, Write as _};
+use std::net::SocketAddr;
+use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant, SystemTime};
+
+use http::{HeaderMap, HeaderName, StatusCode, Uri};
+use lru::LruCache;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{
+    DescriptorEncoder, EncodeLabelSet, EncodeLabelValue, EncodeMetric, LabelValueEncoder,
+};
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::{Registry, Unit};
+
+use crate::fetch::RobotsCache;
+use crate::origin::{Origin, Scheme};
+use crate::policy::Pacer;
+use crate::proxy::response::{LINE, REASON, RULE};
+use crate::telemetry::RequestRecord;
+use crate::tls::LeafMinter;
+
+/// Hosts remembered for the status page; the least recently active is
+/// forgotten first, so memory stays bounded however many hosts are visited.
+pub const HOST_CAPACITY: usize = 1000;
+
+/// Denials kept for the status page, newest first.
+pub const DENIAL_CAPACITY: usize = 50;
+
+/// Longest URL or agent kept in a denial (bytes); longer ones are cut so
+/// the ring stays small whatever clients send.
+const MAX_FIELD_LEN: usize = 512;
+
+/// Upstream time to the response head: a few milliseconds (loopback, pooled)
+/// to a minute (a slow origin near `upstream_timeout`).
+const LATENCY_BUCKETS: [f64; 13] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+];
+
+/// Time waiting for a pacing slot: zero for an idle host, up to `max_wait`
+/// (30 s by default) for a busy one with a long `Crawl-delay`.
+const PACING_BUCKETS: [f64; 12] = [
+    0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0,
+];
+
+/// What the scrape-time collector reads: the parts of the proxy that count
+/// for themselves.
+#[derive(Clone)]
+pub struct ScrapeSources {
+    /// The robots.txt cache (hits, misses, fetches, evictions, entries).
+    pub robots: RobotsCache,
+    /// The pacer (hosts with pacing state).
+    pub pacer: Pacer,
+    /// The leaf minter, in intercept mode (certificates minted and cached).
+    pub minter: Option<Arc<LeafMinter>>,
+}
+
+/// The kind of connection counted by [`Metrics::connection_opened`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ConnectionKind {
+    /// A client connection to the proxy listener, while it speaks HTTP.
+    Client,
+    /// A CONNECT whose TLS the proxy terminates, after the `200`.
+    Intercepted,
+    /// A blind CONNECT tunnel (tunnel mode).
+    Tunnel,
+}
+
+impl ConnectionKind {
+    fn as_str(self) -> &'static str {
+        match self {
+            ConnectionKind::Client => "client",
+            ConnectionKind::Intercepted => "intercepted",
+            ConnectionKind::Tunnel => "tunnel",
+        }
+    }
+}
+
+impl EncodeLabelValue for ConnectionKind {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), fmt::Error> {
+        encoder.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ConnectionLabels {
+    kind: ConnectionKind,
+}
+
+/// A status code as a label value: the code when it is registered (at most
+/// a few dozen values), else its class (`2xx`), because an origin may answer
+/// any number from 100 to 999.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct StatusLabel(u16);
+
+impl StatusLabel {
+    fn new(status: u16) -> Self {
+        let registered = StatusCode::from_u16(status)
+            .ok()
+            .and_then(|s| s.canonical_reason())
+            .is_some();
+        // Unregistered codes keep only their class digit; 0 marks the class.
+        StatusLabel(if registered { status } else { status / 100 })
+    }
+}
+
+impl EncodeLabelValue for StatusLabel {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), fmt::Error> {
+        if self.0 < 10 {
+            write!(encoder, "{}xx", self.0)
+        } else {
+            write!(encoder, "{}", self.0)
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct RequestLabels {
+    verdict: &'static str,
+    status: StatusLabel,
+}
+
+/// How a finished request counts on the status page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Class {
+    /// Forwarded (or tunnelled) to the origin.
+    Allowed,
+    /// Refused by policy: robots.txt, identity, destination rules.
+    Denied,
+    /// Answered `429` by the pacer.
+    Throttled,
+    /// The origin could not be reached or failed its certificate check.
+    Failed,
+}
+
+fn classify(verdict: &str) -> Option<Class> {
+    match verdict {
+        "allowed" | "tunnel" => Some(Class::Allowed),
+        // The CONNECT of an intercepted session is not a request: the
+        // decrypted requests inside it are counted one by one.
+        "intercept" => None,
+        "pacing" => Some(Class::Throttled),
+        "upstream-failed" | "upstream-certificate" => Some(Class::Failed),
+        _ => Some(Class::Denied),
+    }
+}
+
+/// One host's recent activity, for the status page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostActivity {
+    /// Requests forwarded to the host.
+    pub allowed: u64,
+    /// Requests refused by policy (robots.txt, identity, ...).
+    pub denied: u64,
+    /// Requests answered `429` by the pacer.
+    pub throttled: u64,
+    /// Requests whose upstream failed (timeout, error, certificate).
+    pub failed: u64,
+    /// The verdict of the latest request.
+    pub last_verdict: &'static str,
+    /// The status of the latest request.
+    pub last_status: u16,
+    /// When the latest request finished.
+    pub last_seen: SystemTime,
+}
+
+/// A request the proxy refused, for the status page's recent denials.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Denial {
+    /// When it was answered.
+    pub at: SystemTime,
+    /// The client's address.
+    pub client: SocketAddr,
+    /// The request method.
+    pub method: String,
+    /// The request target as sent (cut to a bounded length).
+    pub url: String,
+    /// The agent matched against robots.txt (empty when not known yet).
+    pub agent: String,
+    /// The pipeline's verdict (`disallowed`, `identity`, `pacing`, ...).
+    pub verdict: &'static str,
+    /// The status sent to the client.
+    pub status: u16,
+    /// The answer's `X-Robots-Guard-Reason`, else the verdict.
+    pub reason: String,
+    /// The deciding robots.txt rule (`disallow: /private`), if any.
+    pub rule: Option<String>,
+    /// The rule's line in robots.txt, if any.
+    pub line: Option<u32>,
+}
+
+/// Totals per [`Class`], for the status page's summary.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Totals {
+    /// Requests forwarded.
+    pub allowed: u64,
+    /// Requests refused by policy.
+    pub denied: u64,
+    /// Requests answered `429`.
+    pub throttled: u64,
+    /// Requests whose upstream failed.
+    pub failed: u64,
+}
+
+/// The proxy's metrics and recent activity. Lives in `ProxyState`; every
+/// method takes `&self` and is cheap enough for the request path (a few
+/// atomic adds and one short lock).
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    upstream_latency: Histogram,
+    pacing_wait: Histogram,
+    pacing_rejected: Counter,
+    open_connections: Family<ConnectionLabels, Gauge>,
+    connections: Family<ConnectionLabels, Counter>,
+    totals: [AtomicU64; 4],
+    activity: Mutex<Activity>,
+    started: Instant,
+    sources: ScrapeSources,
+}
+
+struct Activity {
+    hosts: LruCache<String, HostActivity>,
+    denials: VecDeque<Denial>,
+}
+
+impl Metrics {
+    /// Builds the registry; `sources` are read on each scrape.
+    pub fn new(sources: ScrapeSources) -> Metrics {
+        let mut registry = Registry::with_prefix("robots_guard");
+        let requests = Family::<RequestLabels, Counter>::default();
+        registry.register(
+            "requests",
+            "Requests answered, by pipeline verdict and status sent to the client",
+            requests.clone(),
+        );
+        let upstream_latency = Histogram::new(LATENCY_BUCKETS);
+        registry.register_with_unit(
+            "upstream_latency",
+            "Time from forwarding a request to the origin's response head (or failure)",
+            Unit::Seconds,
+            upstream_latency.clone(),
+        );
+        let pacing_wait = Histogram::new(PACING_BUCKETS);
+        registry.register_with_unit(
+            "pacing_wait",
+            "Time requests waited for their host's pacing slot",
+            Unit::Seconds,
+            pacing_wait.clone(),
+        );
+        let pacing_rejected = Counter::default();
+        registry.register(
+            "pacing_rejected",
+            "Requests answered 429 because the pacing wait would exceed max_wait",
+            pacing_rejected.clone(),
+        );
+        let open_connections = Family::<ConnectionLabels, Gauge>::default();
+        registry.register(
+            "open_connections",
+            "Connections open now: client (HTTP to the listener), intercepted (decrypted \
+             CONNECT), tunnel (blind CONNECT)",
+            open_connections.clone(),
+        );
+        let connections = Family::<ConnectionLabels, Counter>::default();
+        registry.register(
+            "connections",
+            "Connections opened since start, by kind",
+            connections.clone(),
+        );
+        // Show every kind from the start, so dashboards see 0 rather than
+        // a missing series.
+        for kind in [
+            ConnectionKind::Client,
+            ConnectionKind::Intercepted,
+            ConnectionKind::Tunnel,
+        ] {
+            let labels = ConnectionLabels { kind };
+            let _ = open_connections.get_or_create_owned(&labels);
+            let _ = connections.get_or_create_owned(&labels);
+        }
+        registry.register_collector(Box::new(SourceCollector(sources.clone())));
+        Metrics {
+            registry,
+            requests,
+            upstream_latency,
+            pacing_wait,
+            pacing_rejected,
+            open_connections,
+            connections,
+            totals: Default::default(),
+            activity: Mutex::new(Activity {
+                hosts: LruCache::new(NonZeroUsize::new(HOST_CAPACITY).unwrap_or(NonZeroUsize::MIN)),
+                denials: VecDeque::with_capacity(DENIAL_CAPACITY),
+            }),
+            started: Instant::now(),
+            sources,
+        }
+    }
+
+    /// Counts one finished request: called next to its log line with the
+    /// record and the headers of the answer sent (the proxy's own answers
+    /// carry `X-Robots-Guard-Reason`, `-Rule` and `-Line`).
+    pub fn record(&self, r: &RequestRecord<'_>, answer: &HeaderMap) {
+        self.requests
+            .get_or_create(&RequestLabels {
+                verdict: r.verdict,
+                status: StatusLabel::new(r.status),
+            })
+            .inc();
+        if let Some(latency) = r.upstream {
+            self.upstream_latency.observe(latency.as_secs_f64());
+        }
+        if r.verdict == "pacing" {
+            self.pacing_rejected.inc();
+        }
+        let Some(class) = classify(r.verdict) else {
+            return;
+        };
+        self.totals[class as usize].fetch_add(1, Ordering::Relaxed);
+        let now = SystemTime::now();
+        let denial = (class != Class::Allowed).then(|| {
+            let header = |name: HeaderName| answer.get(name).and_then(|v| v.to_str().ok());
+            Denial {
+                at: now,
+                client: r.client,
+                method: cut(r.method),
+                url: cut(r.url),
+                agent: cut(r.agent),
+                verdict: r.verdict,
+                status: r.status,
+                reason: cut(header(REASON).unwrap_or(r.verdict)),
+                rule: header(RULE).map(cut),
+                line: r
+                    .rule_line
+                    .or_else(|| header(LINE).and_then(|l| l.parse().ok())),
+            }
+        });
+        let host = request_host(r.method, r.url);
+        let mut activity = self.lock();
+        if let Some(host) = host {
+            let entry = activity.hosts.get_or_insert_mut(host, || HostActivity {
+                allowed: 0,
+                denied: 0,
+                throttled: 0,
+                failed: 0,
+                last_verdict: r.verdict,
+                last_status: r.status,
+                last_seen: now,
+            });
+            match class {
+                Class::Allowed => entry.allowed += 1,
+                Class::Denied => entry.denied += 1,
+                Class::Throttled => entry.throttled += 1,
+                Class::Failed => entry.failed += 1,
+            }
+            entry.last_verdict = r.verdict;
+            entry.last_status = r.status;
+            entry.last_seen = now;
+        }
+        if let Some(denial) = denial {
+            if activity.denials.len() == DENIAL_CAPACITY {
+                activity.denials.pop_back();
+            }
+            activity.denials.push_front(denial);
+        }
+    }
+
+    /// Counts the time a request waited for its pacing slot.
+    pub fn pacing_wait(&self, waited: Duration) {
+        self.pacing_wait.observe(waited.as_secs_f64());
+    }
+
+    /// Counts a connection as open until the returned guard is dropped.
+    #[must_use = "the connection counts as open only while the guard lives"]
+    pub fn connection_opened(&self, kind: ConnectionKind) -> OpenConnection {
+        let labels = ConnectionLabels { kind };
+        self.connections.get_or_create(&labels).inc();
+        let gauge = self.open_connections.get_or_create_owned(&labels);
+        gauge.inc();
+        OpenConnection { gauge }
+    }
+
+    /// The Prometheus exposition: OpenMetrics text, which Prometheus also
+    /// reads as its classic text format (`# EOF` is a comment there).
+    ///
+    /// # Errors
+    ///
+    /// Only if a collector fails to format (it never does for a `String`).
+    pub fn encode(&self) -> Result<String, fmt::Error> {
+        let mut out = String::with_capacity(8 * 1024);
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
+        Ok(out)
+    }
+
+    /// Up to `limit` hosts, most recently active first.
+    pub fn hosts(&self, limit: usize) -> Vec<(String, HostActivity)> {
+        self.lock()
+            .hosts
+            .iter()
+            .take(limit)
+            .map(|(host, activity)| (host.clone(), *activity))
+            .collect()
+    }
+
+    /// The recent denials, newest first.
+    pub fn denials(&self) -> Vec<Denial> {
+        self.lock().denials.iter().cloned().collect()
+    }
+
+    /// Requests per class since start.
+    pub fn totals(&self) -> Totals {
+        let load = |class: Class| self.totals[class as usize].load(Ordering::Relaxed);
+        Totals {
+            allowed: load(Class::Allowed),
+            denied: load(Class::Denied),
+            throttled: load(Class::Throttled),
+            failed: load(Class::Failed),
+        }
+    }
+
+    /// Connections open now, all kinds together.
+    pub fn open_connections(&self) -> i64 {
+        [
+            ConnectionKind::Client,
+            ConnectionKind::Intercepted,
+            ConnectionKind::Tunnel,
+        ]
+        .into_iter()
+        .map(|kind| {
+            self.open_connections
+                .get_or_create(&ConnectionLabels { kind })
+                .get()
+        })
+        .sum()
+    }
+
+    /// How long since the metrics (and so the proxy) started.
+    pub fn uptime(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// The sources read at scrape time, for the status page.
+    pub fn sources(&self) -> &ScrapeSources {
+        &self.sources
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Activity> {
+        // Every critical section leaves the map and ring consistent (single
+        // inserts and pops), so a panic elsewhere cannot leave them broken.
+        self.activity.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Keeps one connection counted in `open_connections` while it lives.
+#[derive(Debug)]
+pub struct OpenConnection {
+    gauge: Gauge,
+}
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.gauge.dec();
+    }
+}
+
+/// The host a logged request went to, normalised as the pacer keys it:
+/// from an absolute URL, or from a CONNECT's `host:port`.
+fn request_host(method: &str, url: &str) -> Option<String> {
+    let uri: Uri = url.parse().ok()?;
+    let origin = if method == "CONNECT" {
+        Origin::from_authority(Scheme::Https, uri.authority()?).ok()?
+    } else {
+        Origin::from_uri(&uri).ok()?
+    };
+    Some(origin.host)
+}
+
+/// `s`, cut to [`MAX_FIELD_LEN`] bytes at a character boundary.
+fn cut(s: &str) -> String {
+    if s.len() <= MAX_FIELD_LEN {
+        return s.to_owned();
+    }
+    let mut end = MAX_FIELD_LEN;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+/// Reads the cache, pacer and minter counters at scrape time.
+struct SourceCollector(ScrapeSources);
+
+impl fmt::Debug for SourceCollector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SourceCollector").finish_non_exhaustive()
+    }
+}
+
+impl Collector for SourceCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
+        let stats = self.0.robots.stats();
+        counter(
+            &mut encoder,
+            "robots_cache_hits",
+            "robots.txt lookups answered by a fresh cached entry",
+            stats.hits,
+        )?;
+        counter(
+            &mut encoder,
+            "robots_cache_misses",
+            "robots.txt lookups that started or joined a fetch",
+            stats.misses,
+        )?;
+        counter(
+            &mut encoder,
+            "robots_cache_evictions",
+            "robots.txt entries pushed out of the cache by newer origins",
+            stats.evictions,
+        )?;
+        gauge(
+            &mut encoder,
+            "robots_cache_entries",
+            "Origins in the robots.txt cache now",
+            stats.entries,
+        )?;
+        gauge(
+            &mut encoder,
+            "robots_fetches_in_flight",
+            "robots.txt fetches running now",
+            stats.in_flight,
+        )?;
+        let mut family = encoder.encode_descriptor(
+            "robots_fetches",
+            "robots.txt fetches by outcome: ok (2xx, parsed), not_modified (304), \
+             unavailable (4xx: no restrictions), unreachable (429, 5xx, network: disallow all), \
+             certificate (upstream TLS verification failed)",
+            None,
+            MetricType::Counter,
+        )?;
+        for (outcome, value) in [
+            ("ok", stats.fetches_ok),
+            ("not_modified", stats.fetches_not_modified),
+            ("unavailable", stats.fetches_unavailable),
+            ("unreachable", stats.fetches_unreachable),
+            ("certificate", stats.fetches_certificate),
+        ] {
+            let labels = [("outcome", outcome)];
+            ConstCounter::new(value).encode(family.encode_family(&labels)?)?;
+        }
+        gauge(
+            &mut encoder,
+            "paced_hosts",
+            "Hosts with pacing state now (idle ones are dropped)",
+            self.0.pacer.tracked_hosts(),
+        )?;
+        let (minted, cached) = self
+            .0
+            .minter
+            .as_ref()
+            .map_or((0, 0), |m| (m.minted_count(), m.cached_count()));
+        counter(
+            &mut encoder,
+            "tls_leaf_certificates_minted",
+            "Leaf certificates minted for intercepted hosts since start",
+            minted,
+        )?;
+        gauge(
+            &mut encoder,
+            "tls_leaf_certificates_cached",
+            "Leaf certificates in the cache now",
+            cached,
+        )
+    }
+}
+
+fn counter(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    value: u64,
+) -> Result<(), fmt::Error> {
+    let metric = ConstCounter::new(value);
+    metric.encode(encoder.encode_descriptor(name, help, None, metric.metric_type())?)
+}
+
+fn gauge(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    value: usize,
+) -> Result<(), fmt::Error> {
+    let metric = ConstGauge::new(i64::try_from(value).unwrap_or(i64::MAX));
+    metric.encode(encoder.encode_descriptor(name, help, None, metric.metric_type())?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_label_keeps_registered_codes_and_folds_the_rest() {
+        let text = |status| {
+            let mut registry = Registry::default();
+            let family = Family::<RequestLabels, Counter>::default();
+            registry.register("r", "h", family.clone());
+            family
+                .get_or_create(&RequestLabels {
+                    verdict: "allowed",
+                    status: StatusLabel::new(status),
+                })
+                .inc();
+            let mut out = String::new();
+            prometheus_client::encoding::text::encode(&mut out, &registry).expect("encode");
+            out
+        };
+        assert!(text(404).contains(r#"status="404""#));
+        assert!(text(299).contains(r#"status="2xx""#));
+        assert!(text(999).contains(r#"status="9xx""#));
+    }
+
+    #[test]
+    fn request_host_is_the_pacing_key() {
+        assert_eq!(
+            request_host("GET", "http://Example.COM:8080/x?y").as_deref(),
+            Some("example.com")
+        );
+        assert_eq!(
+            request_host("GET", "https://[::1]:8443/").as_deref(),
+            Some("::1")
+        );
+        assert_eq!(
+            request_host("CONNECT", "example.org:443").as_deref(),
+            Some("example.org")
+        );
+        assert_eq!(request_host("GET", "/origin-form"), None);
+        assert_eq!(request_host("GET", "not a url"), None);
+    }
+
+    #[test]
+    fn cut_keeps_char_boundaries() {
+        let long = "é".repeat(MAX_FIELD_LEN);
+        let out = cut(&long);
+        assert!(out.len() <= MAX_FIELD_LEN + '…'.len_utf8());
+        assert!(out.ends_with('…'));
+        assert_eq!(cut("short"), "short");
+    }
+
+    fn metrics() -> Metrics {
+        let config = crate::config::Config::default();
+        let client = crate::upstream::build_client(&crate::upstream::UpstreamSettings {
+            connect_timeout: Duration::from_secs(1),
+            pool_idle_timeout: Duration::from_secs(1),
+            extra_roots: Vec::new(),
+            http2: false,
+        })
+        .expect("client");
+        let pacer = Pacer::new(crate::policy::PacingSettings {
+            default_delay: Duration::ZERO,
+            max_per_host: NonZeroUsize::MIN,
+            max_wait: Duration::ZERO,
+            idle_host_ttl: Duration::from_secs(1),
+            max_hosts: 1,
+        });
+        let settings = crate::fetch::FetchSettings::from_config(&config).expect("settings");
+        let robots = RobotsCache::new(crate::fetch::RobotsFetcher::new(
+            client,
+            pacer.clone(),
+            Arc::new(settings),
+        ));
+        Metrics::new(ScrapeSources {
+            robots,
+            pacer,
+            minter: None,
+        })
+    }
+
+    fn record(m: &Metrics, url: &str, verdict: &'static str, status: u16) {
+        m.record(
+            &RequestRecord {
+                client: "127.0.0.1:5000".parse().expect("addr"),
+                user: None,
+                method: "GET",
+                url,
+                agent: "TestBot",
+                verdict,
+                rule_line: None,
+                status,
+                upstream: None,
+            },
+            &HeaderMap::new(),
+        );
+    }
+
+    #[tokio::test]
+    async fn denials_keep_the_newest_and_hosts_count_by_class() {
+        let m = metrics();
+        for i in 0..DENIAL_CAPACITY + 5 {
+            record(
+                &m,
+                &format!("http://a.example/private/{i}"),
+                "disallowed",
+                403,
+            );
+        }
+        record(&m, "http://b.example/", "allowed", 200);
+        record(&m, "http://b.example/", "pacing", 429);
+        record(&m, "b.example:443", "intercept", 200);
+        let denials = m.denials();
+        assert_eq!(denials.len(), DENIAL_CAPACITY);
+        assert_eq!(denials[0].url, "http://b.example/");
+        assert_eq!(denials[0].reason, "pacing");
+        assert_eq!(
+            denials[DENIAL_CAPACITY - 1].url,
+            "http://a.example/private/6"
+        );
+        let hosts = m.hosts(10);
+        assert_eq!(hosts[0].0, "b.example");
+        assert_eq!((hosts[0].1.allowed, hosts[0].1.throttled), (1, 1));
+        assert_eq!(hosts[1].1.denied, DENIAL_CAPACITY as u64 + 5);
+        let totals = m.totals();
+        assert_eq!((totals.allowed, totals.throttled), (1, 1));
+        let text = m.encode().expect("encode");
+        assert!(
+            text.contains("robots_guard_pacing_rejected_total 1"),
+            "{text}"
+        );
+        assert!(text.contains(r#"robots_guard_requests_total{verdict="intercept",status="200"} 1"#));
+    }
+
+    #[test]
+    fn classify_counts_intercept_connects_nowhere() {
+        assert_eq!(classify("allowed"), Some(Class::Allowed));
+        assert_eq!(classify("tunnel"), Some(Class::Allowed));
+        assert_eq!(classify("intercept"), None);
+        assert_eq!(classify("pacing"), Some(Class::Throttled));
+        assert_eq!(classify("disallowed"), Some(Class::Denied));
+        assert_eq!(classify("upstream-failed"), Some(Class::Failed));
+    }
+}

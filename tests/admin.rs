@@ -1,0 +1,350 @@
+//! The admin listener: `/metrics` counts what went through the proxy,
+//! `/healthz` answers, and the status page shows hosts and denials with
+//! everything from the network escaped. A real proxy and admin listener on
+//! loopback, a scripted origin, raw HTTP/1.1 clients.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use robots_guard::admin::AdminServer;
+use robots_guard::config::Config;
+use robots_guard::proxy::Server;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use support::origin::{Reply, TestOrigin};
+
+const UA: &str = "TestBot/1.0 (+https://example.invalid/bot)";
+
+const ROBOTS: &str = "User-agent: *\nDisallow: /private\n";
+
+/// A proxy and its admin listener running in this process.
+struct Proxy {
+    addr: SocketAddr,
+    admin: SocketAddr,
+    dir: PathBuf,
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+async fn start_proxy(configure: impl FnOnce(&mut Config)) -> Proxy {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "admin-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let mut config = Config::default();
+    config.proxy.listen = "127.0.0.1:0".parse().expect("addr");
+    config.admin.listen = "127.0.0.1:0".parse().expect("addr");
+    config.rate_limit.default_delay = Duration::ZERO;
+    config.tls.ca_cert = dir.join("ca.pem");
+    config.tls.ca_key = dir.join("ca.key");
+    configure(&mut config);
+    let server = Server::bind(&config).await.expect("proxy binds");
+    let admin = AdminServer::bind(config.admin.listen, server.state())
+        .await
+        .expect("admin binds");
+    let proxy = Proxy {
+        addr: server.local_addr(),
+        admin: admin.local_addr(),
+        dir,
+    };
+    tokio::spawn(server.run(std::future::pending()));
+    tokio::spawn(admin.run());
+    proxy
+}
+
+async fn robots_origin() -> TestOrigin {
+    TestOrigin::start(|req| async move {
+        match req.uri().path() {
+            "/robots.txt" => Reply::text(200, ROBOTS),
+            path => Reply::text(200, format!("hello from {path}")),
+        }
+    })
+    .await
+}
+
+/// An answer read to the end of a `Connection: close` exchange.
+struct Answer {
+    status: u16,
+    head: String,
+    body: String,
+}
+
+impl Answer {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.head.lines().find_map(|line| {
+            let (key, value) = line.split_once(':')?;
+            key.eq_ignore_ascii_case(name).then(|| value.trim())
+        })
+    }
+}
+
+/// Sends `request` (a raw head, `Connection: close` added) and reads the
+/// whole answer: raw, so targets the `http` crate would refuse to build can
+/// be sent as a hostile client would.
+async fn exchange(addr: SocketAddr, request: &str) -> Answer {
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    let request = format!("{request}Connection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.expect("send");
+    let mut raw = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut raw))
+        .await
+        .expect("answer within 10 s")
+        .expect("read");
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").expect("a complete head");
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("a status line");
+    Answer {
+        status,
+        head: head.to_owned(),
+        body: body.to_owned(),
+    }
+}
+
+/// A GET through the proxy for `url`.
+async fn via_proxy(proxy: &Proxy, url: &str) -> Answer {
+    exchange(
+        proxy.addr,
+        &format!("GET {url} HTTP/1.1\r\nHost: x\r\nUser-Agent: {UA}\r\n"),
+    )
+    .await
+}
+
+/// A request to the admin listener.
+async fn admin(proxy: &Proxy, method: &str, path: &str, extra: &str) -> Answer {
+    exchange(
+        proxy.admin,
+        &format!("{method} {path} HTTP/1.1\r\nHost: admin\r\n{extra}"),
+    )
+    .await
+}
+
+async fn scrape(proxy: &Proxy) -> String {
+    let answer = admin(proxy, "GET", "/metrics", "").await;
+    assert_eq!(answer.status, 200);
+    answer.body
+}
+
+/// The value of the sample `series` (name and labels exactly as exposed).
+fn sample(metrics: &str, series: &str) -> Option<f64> {
+    metrics.lines().find_map(|line| {
+        let value = line.strip_prefix(series)?.strip_prefix(' ')?;
+        value.parse().ok()
+    })
+}
+
+/// Scrapes until `series` has `want` (connections close asynchronously).
+async fn wait_for_sample(proxy: &Proxy, series: &str, want: f64) {
+    let mut last = None;
+    for _ in 0..100 {
+        last = sample(&scrape(proxy).await, series);
+        if last == Some(want) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("{series} stayed {last:?}, wanted {want}");
+}
+
+#[tokio::test]
+async fn metrics_count_requests_fetches_cache_latency_and_connections() {
+    let origin = robots_origin().await;
+    let proxy = start_proxy(|_| {}).await;
+
+    assert_eq!(via_proxy(&proxy, &origin.url("/page")).await.status, 200);
+    assert_eq!(via_proxy(&proxy, &origin.url("/other")).await.status, 200);
+    assert_eq!(
+        via_proxy(&proxy, &origin.url("/private/x")).await.status,
+        403
+    );
+    assert_eq!(
+        via_proxy(&proxy, &origin.url("/private/y")).await.status,
+        403
+    );
+
+    let answer = admin(&proxy, "GET", "/metrics", "").await;
+    assert_eq!(answer.status, 200);
+    assert_eq!(
+        answer.header("content-type"),
+        Some("text/plain; version=0.0.4; charset=utf-8")
+    );
+    let m = answer.body;
+    let expect = |series: &str, want: f64| {
+        assert_eq!(sample(&m, series), Some(want), "{series} in\n{m}");
+    };
+    expect(
+        r#"robots_guard_requests_total{verdict="allowed",status="200"}"#,
+        2.0,
+    );
+    expect(
+        r#"robots_guard_requests_total{verdict="disallowed",status="403"}"#,
+        2.0,
+    );
+    expect(r#"robots_guard_robots_fetches_total{outcome="ok"}"#, 1.0);
+    expect(
+        r#"robots_guard_robots_fetches_total{outcome="unreachable"}"#,
+        0.0,
+    );
+    expect("robots_guard_robots_cache_misses_total", 1.0);
+    expect("robots_guard_robots_cache_hits_total", 3.0);
+    expect("robots_guard_robots_cache_entries", 1.0);
+    expect("robots_guard_robots_cache_evictions_total", 0.0);
+    expect("robots_guard_upstream_latency_seconds_count", 2.0);
+    expect(
+        r#"robots_guard_upstream_latency_seconds_bucket{le="+Inf"}"#,
+        2.0,
+    );
+    assert!(m.contains("# TYPE robots_guard_upstream_latency_seconds histogram"));
+    expect("robots_guard_pacing_wait_seconds_count", 2.0);
+    expect("robots_guard_pacing_rejected_total", 0.0);
+    expect("robots_guard_paced_hosts", 1.0);
+    expect(r#"robots_guard_connections_total{kind="client"}"#, 4.0);
+    expect("robots_guard_tls_leaf_certificates_minted_total", 0.0);
+    assert!(m.ends_with("# EOF\n"));
+
+    // An idle keep-alive connection is open until the client leaves.
+    let open = r#"robots_guard_open_connections{kind="client"}"#;
+    let idle = TcpStream::connect(proxy.addr).await.expect("connect");
+    wait_for_sample(&proxy, open, 1.0).await;
+    drop(idle);
+    wait_for_sample(&proxy, open, 0.0).await;
+
+    // Scrapers that ask for OpenMetrics are told that is what they get.
+    let answer = admin(
+        &proxy,
+        "GET",
+        "/metrics",
+        "Accept: application/openmetrics-text;version=1.0.0,text/plain;q=0.5\r\n",
+    )
+    .await;
+    assert_eq!(
+        answer.header("content-type"),
+        Some("application/openmetrics-text; version=1.0.0; charset=utf-8")
+    );
+}
+
+#[tokio::test]
+async fn pacing_rejections_are_counted() {
+    let origin = robots_origin().await;
+    // Every start must be 60 s apart, and no one may wait: the second
+    // start on the host (the robots.txt fetch was the first) is a 429.
+    let proxy = start_proxy(|config| {
+        config.rate_limit.default_delay = Duration::from_secs(60);
+        config.rate_limit.max_wait = Duration::ZERO;
+    })
+    .await;
+    let mut rejected = 0;
+    for path in ["/a", "/b"] {
+        if via_proxy(&proxy, &origin.url(path)).await.status == 429 {
+            rejected += 1;
+        }
+    }
+    assert!(rejected >= 1, "expected a 429");
+    let m = scrape(&proxy).await;
+    assert_eq!(
+        sample(&m, "robots_guard_pacing_rejected_total"),
+        Some(f64::from(rejected))
+    );
+    assert_eq!(
+        sample(
+            &m,
+            r#"robots_guard_requests_total{verdict="pacing",status="429"}"#
+        ),
+        Some(f64::from(rejected))
+    );
+}
+
+#[tokio::test]
+async fn healthz_answers_ok_and_unknown_paths_are_404() {
+    let proxy = start_proxy(|_| {}).await;
+    let answer = admin(&proxy, "GET", "/healthz", "").await;
+    assert_eq!((answer.status, answer.body.as_str()), (200, "ok\n"));
+    assert_eq!(admin(&proxy, "GET", "/nope", "").await.status, 404);
+    let answer = admin(&proxy, "POST", "/healthz", "Content-Length: 0\r\n").await;
+    assert_eq!(answer.status, 405);
+    assert_eq!(answer.header("allow"), Some("GET, HEAD"));
+}
+
+#[tokio::test]
+async fn status_page_shows_hosts_and_denials_escaped() {
+    let origin = robots_origin().await;
+    let proxy = start_proxy(|_| {}).await;
+
+    let empty = admin(&proxy, "GET", "/", "").await;
+    assert_eq!(empty.status, 200);
+    assert!(empty.body.contains("No traffic yet."));
+
+    assert_eq!(via_proxy(&proxy, &origin.url("/page")).await.status, 200);
+    assert_eq!(
+        via_proxy(&proxy, &origin.url("/private/report"))
+            .await
+            .status,
+        403
+    );
+    // Quotes and ampersands reach the pipeline (and so the page) as sent.
+    let hostile = origin.url(r#"/private/"onmouseover='alert(1)'&x={y}"#);
+    assert_eq!(via_proxy(&proxy, &hostile).await.status, 403);
+    // `<` and `>` never get that far: hyper refuses such a target with a
+    // 400 of its own, so the page cannot show them at all.
+    let script = format!("http://{}/<script>alert(1)</script>", origin.addr());
+    assert_eq!(via_proxy(&proxy, &script).await.status, 400);
+
+    let page = admin(&proxy, "GET", "/", "").await;
+    assert_eq!(page.status, 200);
+    assert_eq!(
+        page.header("content-type"),
+        Some("text/html; charset=utf-8")
+    );
+    let csp = page.header("content-security-policy").unwrap_or_default();
+    assert!(csp.contains("default-src 'none'"), "{csp}");
+    let html = page.body;
+    assert!(html.contains("<meta http-equiv=\"refresh\""));
+
+    // The host row: robots.txt parsed, one allowed, two denied.
+    let hosts = section(&html, "id=\"hosts\"");
+    assert!(
+        hosts.contains("<td class=\"mono\">127.0.0.1</td>"),
+        "{hosts}"
+    );
+    assert!(hosts.contains("parsed"), "{hosts}");
+    assert!(hosts.contains("<td class=\"num\">1</td><td class=\"num\">2</td>"));
+
+    // The denials, newest first, with reason, rule and line.
+    let denials = section(&html, "id=\"denials\"");
+    assert!(denials.contains("/private/report"), "{denials}");
+    assert!(denials.contains("robots-disallow"), "{denials}");
+    assert!(denials.contains("disallow: /private"), "{denials}");
+    assert!(denials.contains("line 2"), "{denials}");
+    assert!(denials.contains("TestBot"), "{denials}");
+    assert!(
+        denials.contains("/private/&quot;onmouseover=&#39;alert(1)&#39;&amp;x={y}"),
+        "{denials}"
+    );
+    assert!(
+        !html.contains("onmouseover='"),
+        "unescaped quote in\n{html}"
+    );
+    assert!(!html.contains("<script"), "script tag in\n{html}");
+}
+
+/// The HTML from the element carrying `marker` to the end of its table.
+fn section<'a>(html: &'a str, marker: &str) -> &'a str {
+    let start = html.find(marker).expect("section present");
+    let rest = &html[start..];
+    &rest[..rest.find("</table>").unwrap_or(rest.len())]
+}
