@@ -132,6 +132,11 @@ pub struct ProxyConfig {
     /// matching cost bounded. Default 8192.
     #[serde(deserialize_with = "de::at_least_one")]
     pub max_url_length: NonZeroUsize,
+    /// On SIGTERM or ctrl-c the proxy stops accepting and lets in-flight requests finish
+    /// for up to this long; connections still busy then are closed (`"0s"` closes them at
+    /// once). Default 30 s.
+    #[serde(deserialize_with = "de::duration")]
+    pub drain_timeout: Duration,
 }
 
 impl Default for ProxyConfig {
@@ -149,6 +154,7 @@ impl Default for ProxyConfig {
             upstream_timeout: Duration::from_secs(60),
             max_header_bytes: const { nonzero_usize(65536) },
             max_url_length: const { nonzero_usize(8192) },
+            drain_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -737,6 +743,7 @@ mod tests {
         assert_eq!(c.proxy.upstream_timeout, Duration::from_secs(60));
         assert_eq!(c.proxy.max_header_bytes.get(), 65536);
         assert_eq!(c.proxy.max_url_length.get(), 8192);
+        assert_eq!(c.proxy.drain_timeout, Duration::from_secs(30));
 
         assert_eq!(c.identity.user_agent, IdentityMode::Require);
         assert_eq!(c.identity.from, IdentityMode::Fill);
@@ -800,7 +807,7 @@ mod tests {
             .values()
             .map(|section| section.as_table().map_or(0, |t| t.len()))
             .sum();
-        assert_eq!(count, 9 + 4 + 10 + 7 + 5 + 1 + 2);
+        assert_eq!(count, 10 + 4 + 10 + 7 + 5 + 1 + 2);
         assert!(text.contains("# robot_name = "));
     }
 

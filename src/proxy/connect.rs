@@ -21,6 +21,7 @@ use tokio::net::TcpStream;
 use super::response::Answer;
 use super::service;
 use super::state::ProxyState;
+use super::ConnectionScope;
 use crate::config::TlsMode;
 use crate::fetch::RobotsRules;
 use crate::origin::{Origin, Scheme};
@@ -34,6 +35,9 @@ pub async fn handle(
     mut request: Request<Incoming>,
 ) -> Response<ProxyBody> {
     let target = request.uri().to_string();
+    // The connection's slot and lifecycle, for the task that outlives this
+    // request (absent only when called outside the listener).
+    let scope = request.extensions_mut().remove::<ConnectionScope>();
     let (response, agent, verdict) = match decide(&state, &request).await {
         Err((answer, agent, verdict)) => (answer.into_response(), agent, verdict),
         Ok(Decision::Intercept(authority)) => {
@@ -41,7 +45,7 @@ pub async fn handle(
             let state = state.clone();
             tokio::spawn(async move {
                 match on_upgrade.await {
-                    Ok(upgraded) => intercept(state, client, authority, upgraded).await,
+                    Ok(upgraded) => intercept(state, scope, client, authority, upgraded).await,
                     Err(error) => tracing::debug!(%client, %error, "CONNECT upgrade failed"),
                 }
             });
@@ -60,7 +64,19 @@ pub async fn handle(
                         // tunnel is up, so long-lived tunnels do not block
                         // the host's other requests.
                         drop(permit);
-                        tunnel(client, upgraded, upstream).await;
+                        // A blind tunnel cannot be wound down gracefully:
+                        // it runs until either side closes or the drain
+                        // times out.
+                        let closing = async {
+                            match &scope {
+                                Some(scope) => scope.closing().await,
+                                None => std::future::pending().await,
+                            }
+                        };
+                        tokio::select! {
+                            () = tunnel(client, upgraded, upstream) => {},
+                            () = closing => {},
+                        }
                     }
                     Err(error) => tracing::debug!(%client, %error, "CONNECT upgrade failed"),
                 }
@@ -265,6 +281,7 @@ async fn tunnel(client: SocketAddr, upgraded: hyper::upgrade::Upgraded, mut upst
 /// requests through the pipeline.
 async fn intercept(
     state: Arc<ProxyState>,
+    scope: Option<ConnectionScope>,
     client: SocketAddr,
     authority: Authority,
     upgraded: hyper::upgrade::Upgraded,
@@ -295,8 +312,12 @@ async fn intercept(
             return;
         }
     };
+    let live = scope.clone();
     let service = service_fn(move |request: Request<Incoming>| {
-        let state = state.clone();
+        // Per request, so a reload applies to the next decrypted request.
+        let state = live
+            .as_ref()
+            .map_or_else(|| state.clone(), ConnectionScope::state);
         let authority = authority.clone();
         async move {
             let request = absolute_https(request, &authority);
@@ -305,10 +326,27 @@ async fn intercept(
     });
     let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
     builder.http1().timer(hyper_util::rt::TokioTimer::new());
-    if let Err(error) = builder
-        .serve_connection_with_upgrades(TokioIo::new(tls), service)
-        .await
-    {
+    let connection = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
+    let Some(scope) = scope else {
+        if let Err(error) = connection.await {
+            tracing::debug!(%client, %error, "intercepted connection ended with an error");
+        }
+        return;
+    };
+    // As for plain connections (see `Server::run`): finish the request in
+    // progress on shutdown, and drop the connection when the drain times out.
+    tokio::pin!(connection);
+    let result = tokio::select! {
+        result = connection.as_mut() => Some(result),
+        () = scope.draining() => {
+            connection.as_mut().graceful_shutdown();
+            tokio::select! {
+                result = connection.as_mut() => Some(result),
+                () = scope.closing() => None,
+            }
+        }
+    };
+    if let Some(Err(error)) = result {
         tracing::debug!(%client, %error, "intercepted connection ended with an error");
     }
 }
