@@ -119,7 +119,14 @@ fn serve(config_path: &std::path::Path) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    robots_guard::telemetry::init(&config.log);
+    // Dropped last, after the runtime: flushes the access log.
+    let _telemetry = match robots_guard::telemetry::init(&config.log) {
+        Ok(guard) => guard,
+        Err(e) => {
+            eprintln!("robots-guard: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(e) => {

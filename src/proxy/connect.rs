@@ -34,6 +34,7 @@ pub async fn handle(
     client: SocketAddr,
     mut request: Request<Incoming>,
 ) -> Response<ProxyBody> {
+    let started = std::time::Instant::now();
     let target = request.uri().to_string();
     // The connection's slot and lifecycle, for the task that outlives this
     // request (absent only when called outside the listener).
@@ -93,6 +94,7 @@ pub async fn handle(
         rule_line: None,
         status: response.status().as_u16(),
         upstream: None,
+        duration: started.elapsed(),
     });
     response
 }

@@ -193,6 +193,8 @@ pub fn restart_keys(old: &Config, new: &Config) -> Vec<&'static str> {
         admin.listen,
         log.format,
         log.level,
+        log.access_log,
+        log.access_log_format,
     );
     keys
 }
