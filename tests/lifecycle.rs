@@ -179,6 +179,10 @@ async fn drain_lets_an_in_flight_request_finish_before_run_returns() {
     // Still draining: the request is in flight.
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(!proxy.run.is_finished(), "run returned before the drain");
+    assert!(
+        TcpStream::connect(proxy.addr).await.is_err(),
+        "new connections are refused while draining"
+    );
     let (answer, answered_at) = request.await.expect("client task");
     let (status, _, body) = answer.expect("the in-flight request completes");
     assert_eq!(status, StatusCode::OK);

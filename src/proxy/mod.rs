@@ -224,6 +224,9 @@ impl Server {
                 }
             });
         }
+        // Close the listening socket first: new clients are refused at once
+        // instead of waiting in the backlog of a server that will not serve.
+        drop(self.listener);
         let drain_timeout = self.live.current().drain_timeout;
         tracing::info!(
             timeout = ?drain_timeout,
