@@ -144,6 +144,11 @@ pub struct ProxyConfig {
     /// than this many times (`/a/b/a/b/a/b/a/b`) is refused with `403`. 0 turns it off.
     /// Default 3.
     pub max_path_repeats: u32,
+    /// On SIGTERM or ctrl-c the proxy stops accepting and lets in-flight requests finish
+    /// for up to this long; connections still busy then are closed (`"0s"` closes them at
+    /// once). Default 30 s.
+    #[serde(deserialize_with = "de::duration")]
+    pub drain_timeout: Duration,
 }
 
 impl Default for ProxyConfig {
@@ -166,6 +171,7 @@ impl Default for ProxyConfig {
                 const { IpNet::new_assert(IpAddr::V6(Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 0)), 10) },
             ],
             max_path_repeats: 3,
+            drain_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -457,6 +463,13 @@ pub struct LogConfig {
     /// Default `info`.
     #[serde(deserialize_with = "de::log_filter")]
     pub level: String,
+    /// Where the access log (one record per request) goes: `"off"`, `"stderr"` or a file
+    /// path (appended to). Default `off`: each request is still logged at `info` through
+    /// the general log.
+    #[serde(deserialize_with = "de::access_log")]
+    pub access_log: AccessLog,
+    /// Format of the access log records: `json` (one object per line). Default `json`.
+    pub access_log_format: AccessLogFormat,
 }
 
 impl Default for LogConfig {
@@ -464,8 +477,31 @@ impl Default for LogConfig {
         LogConfig {
             format: LogFormat::Text,
             level: "info".to_owned(),
+            access_log: AccessLog::Off,
+            access_log_format: AccessLogFormat::Json,
         }
     }
+}
+
+/// `log.access_log`: where the per-request records go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AccessLog {
+    /// No access log (the general log still has a line per request at `info`).
+    Off,
+    /// Standard error, interleaved with the general log.
+    Stderr,
+    /// This file, created if missing and appended to. A file really named `off` or
+    /// `stderr` is written `./off`.
+    File(PathBuf),
+}
+
+/// `log.access_log_format`: how access log records are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AccessLogFormat {
+    /// One JSON object per line (JSON Lines). The only format so far; the key exists so
+    /// that others (e.g. a Common Log Format line) can be added without a new key.
+    Json,
 }
 
 /// Parses a duration such as `"500ms"`, `"1s"`, `"1.5s"`, `"1m"`, `"24h"` or `"30d"`.
@@ -743,6 +779,20 @@ mod de {
         }
     }
 
+    /// `"off"`, `"stderr"` or a file path.
+    pub fn access_log<'de, D: Deserializer<'de>>(d: D) -> Result<AccessLog, D::Error> {
+        let s = String::deserialize(d)?;
+        match s.as_str() {
+            "off" => Ok(AccessLog::Off),
+            "stderr" => Ok(AccessLog::Stderr),
+            "" => Err(D::Error::custom(
+                "empty access log; expected \"off\", \"stderr\" or a file path \
+                 such as \"/var/log/robots-guard/access.jsonl\"",
+            )),
+            path => Ok(AccessLog::File(PathBuf::from(path))),
+        }
+    }
+
     /// A `tracing-subscriber` `EnvFilter` directive string.
     pub fn log_filter<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
         let s = String::deserialize(d)?;
@@ -799,6 +849,7 @@ mod tests {
         assert_eq!(c.proxy.upstream_timeout, Duration::from_secs(60));
         assert_eq!(c.proxy.max_header_bytes.get(), 65536);
         assert_eq!(c.proxy.max_url_length.get(), 8192);
+        assert_eq!(c.proxy.drain_timeout, Duration::from_secs(30));
 
         assert_eq!(c.identity.user_agent, IdentityMode::Require);
         assert_eq!(c.identity.from, IdentityMode::Fill);
@@ -835,6 +886,8 @@ mod tests {
 
         assert_eq!(c.log.format, LogFormat::Text);
         assert_eq!(c.log.level, "info");
+        assert_eq!(c.log.access_log, AccessLog::Off);
+        assert_eq!(c.log.access_log_format, AccessLogFormat::Json);
     }
 
     #[test]
@@ -862,7 +915,7 @@ mod tests {
             .values()
             .map(|section| section.as_table().map_or(0, |t| t.len()))
             .sum();
-        assert_eq!(count, 11 + 4 + 10 + 7 + 5 + 1 + 2 + 2);
+        assert_eq!(count, 12 + 4 + 10 + 7 + 5 + 1 + 4 + 2);
         assert!(text.contains("# robot_name = "));
     }
 
@@ -1109,6 +1162,27 @@ mod tests {
         assert_mentions(&msg, &["line 2", "level", "empty log level", "info"]);
         let msg = error_of("[log]\nlevel = \"robots_guard=loud\"\n");
         assert_mentions(&msg, &["line 2", "robots_guard=loud", "debug"]);
+    }
+
+    #[test]
+    fn access_log_is_off_stderr_or_a_path() {
+        let parse = |value: &str| {
+            Config::from_toml(&format!("[log]\naccess_log = \"{value}\"\n"), "t")
+                .unwrap()
+                .log
+                .access_log
+        };
+        assert_eq!(parse("off"), AccessLog::Off);
+        assert_eq!(parse("stderr"), AccessLog::Stderr);
+        assert_eq!(
+            parse("/var/log/rg/access.jsonl"),
+            AccessLog::File(PathBuf::from("/var/log/rg/access.jsonl"))
+        );
+        assert_eq!(parse("./off"), AccessLog::File(PathBuf::from("./off")));
+        let msg = error_of("[log]\naccess_log = \"\"\n");
+        assert_mentions(&msg, &["line 2", "access_log", "\"off\"", "\"stderr\""]);
+        let msg = error_of("[log]\naccess_log_format = \"clf\"\n");
+        assert_mentions(&msg, &["line 2", "clf", "`json`"]);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use clap::{Parser, Subcommand};
 use robots_guard::admin::AdminServer;
 use robots_guard::check::{self, CheckRequest};
 use robots_guard::config::Config;
-use robots_guard::proxy::Server;
+use robots_guard::proxy::{CaStatus, Server};
 
 #[derive(Parser)]
 #[command(
@@ -25,6 +25,14 @@ struct Cli {
 enum Command {
     /// Run the proxy (the default when no command is given).
     Serve {
+        /// The configuration file.
+        #[arg(long, value_name = "PATH", default_value = "config.toml")]
+        config: PathBuf,
+    },
+    /// Check a configuration file without starting: parse it, and load the
+    /// files it names (extra roots, the CA if it exists). Prints
+    /// `config OK: PATH` and exits 0, or prints the error and exits 2.
+    CheckConfig {
         /// The configuration file.
         #[arg(long, value_name = "PATH", default_value = "config.toml")]
         config: PathBuf,
@@ -85,6 +93,7 @@ fn main() -> ExitCode {
             &urls,
         ),
         Some(Command::Serve { config }) => serve(&config),
+        Some(Command::CheckConfig { config }) => check_config(&config),
         Some(Command::Ca {
             command: CaCommand::Init { dir, force },
         }) => ca_init(&dir, force),
@@ -120,7 +129,14 @@ fn serve(config_path: &std::path::Path) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    robots_guard::telemetry::init(&config.log);
+    // Dropped last, after the runtime: flushes the access log.
+    let _telemetry = match robots_guard::telemetry::init(&config.log) {
+        Ok(guard) => guard,
+        Err(e) => {
+            eprintln!("robots-guard: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(e) => {
@@ -154,10 +170,71 @@ fn serve(config_path: &std::path::Path) -> ExitCode {
             admin.local_addr()
         );
         let admin = tokio::spawn(admin.run());
+        #[cfg(unix)]
+        tokio::spawn(reload_on_hangup(
+            server.reload_handle(),
+            config_path.to_path_buf(),
+        ));
         server.run(shutdown_signal()).await;
         admin.abort();
+        tracing::info!("robots-guard stopped");
         ExitCode::SUCCESS
     })
+}
+
+/// Reloads the configuration file on each SIGHUP. A refused reload is
+/// logged by `reload_from` and changes nothing.
+#[cfg(unix)]
+async fn reload_on_hangup(handle: robots_guard::proxy::ReloadHandle, path: PathBuf) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut hangups = match signal(SignalKind::hangup()) {
+        Ok(hangups) => hangups,
+        Err(error) => {
+            tracing::warn!(%error, "cannot listen for SIGHUP; config reload is unavailable");
+            return;
+        }
+    };
+    while hangups.recv().await.is_some() {
+        tracing::info!(config = %path.display(), "SIGHUP: reloading the configuration");
+        let (handle, path) = (handle.clone(), path.clone());
+        // Building the new state reads files (CA, roots): off the async
+        // worker threads.
+        let _ = tokio::task::spawn_blocking(move || handle.reload_from(&path)).await;
+    }
+}
+
+/// `check-config`: what `serve` would refuse, without starting it.
+fn check_config(path: &std::path::Path) -> ExitCode {
+    let config = match Config::load(path) {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("robots-guard: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let checked = robots_guard::proxy::preflight(&config)
+        .map_err(|e| e.to_string())
+        .and_then(|ca| {
+            robots_guard::telemetry::check(&config.log).map_err(|e| e.to_string())?;
+            Ok(ca)
+        });
+    match checked {
+        Ok(ca) => {
+            println!("config OK: {}", path.display());
+            if ca == CaStatus::WillBeCreated {
+                println!(
+                    "note: the CA ({}, {}) does not exist yet; serve creates it on first start",
+                    config.tls.ca_cert.display(),
+                    config.tls.ca_key.display()
+                );
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("robots-guard: config {}: {e}", path.display());
+            ExitCode::from(2)
+        }
+    }
 }
 
 /// Completes on ctrl-c or SIGTERM.

@@ -714,6 +714,7 @@ mod tests {
                 rule_line: None,
                 status,
                 upstream: None,
+                duration: std::time::Duration::ZERO,
             },
             &HeaderMap::new(),
         );

@@ -1,15 +1,108 @@
-//! Logging setup (tracing-subscriber) and the per-request log line.
+//! Logging setup (tracing-subscriber), the per-request log line, and the
+//! optional access log ([`access`]).
+
+pub mod access;
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use tracing_subscriber::EnvFilter;
 
-use crate::config::{LogConfig, LogFormat};
+use crate::config::{AccessLog, AccessLogFormat, LogConfig, LogFormat};
+use access::AccessLogger;
 
-/// Installs the global subscriber. `RUST_LOG`, when set, overrides
-/// `log.level`.
-pub fn init(log: &LogConfig) {
+/// The process's access log, if `log.access_log` is on. Global because
+/// [`log_request`] is called deep in the pipeline, like the tracing
+/// subscriber it sits beside.
+static ACCESS_LOG: OnceLock<AccessLogger> = OnceLock::new();
+
+/// Why logging could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum TelemetryError {
+    /// The access log file could not be opened for appending.
+    #[error("cannot open the access log {}: {error}", path.display())]
+    AccessLogFile {
+        /// `log.access_log`.
+        path: PathBuf,
+        /// The OS error.
+        error: std::io::Error,
+    },
+    /// The access log's writer thread could not be started.
+    #[error("cannot start the access log writer: {0}")]
+    AccessLogThread(std::io::Error),
+}
+
+/// Flushes the access log when dropped: keep it until the process ends.
+#[must_use = "dropping the guard flushes the access log; keep it until exit"]
+pub struct TelemetryGuard(());
+
+impl Drop for TelemetryGuard {
+    fn drop(&mut self) {
+        if let Some(access) = ACCESS_LOG.get() {
+            access.flush(Duration::from_secs(2));
+        }
+    }
+}
+
+/// Installs the global subscriber and, if configured, the access log.
+/// `RUST_LOG`, when set, overrides `log.level`.
+///
+/// # Errors
+///
+/// [`TelemetryError`] when the access log file cannot be opened.
+pub fn init(log: &LogConfig) -> Result<TelemetryGuard, TelemetryError> {
+    init_tracing(log);
+    let out: Box<dyn std::io::Write + Send> = match &log.access_log {
+        AccessLog::Off => return Ok(TelemetryGuard(())),
+        AccessLog::Stderr => Box::new(std::io::stderr()),
+        AccessLog::File(path) => {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(|error| TelemetryError::AccessLogFile {
+                    path: path.clone(),
+                    error,
+                })?;
+            Box::new(std::io::BufWriter::new(file))
+        }
+    };
+    match log.access_log_format {
+        AccessLogFormat::Json => {
+            let logger = AccessLogger::start(out, access::QUEUE_CAPACITY)
+                .map_err(TelemetryError::AccessLogThread)?;
+            // A second init (tests) keeps the first logger.
+            let _ = ACCESS_LOG.set(logger);
+        }
+    }
+    Ok(TelemetryGuard(()))
+}
+
+/// Checks that the access log could be opened (its directory exists),
+/// without creating it: for `check-config`.
+///
+/// # Errors
+///
+/// [`TelemetryError::AccessLogFile`] when the directory is missing.
+pub fn check(log: &LogConfig) -> Result<(), TelemetryError> {
+    if let AccessLog::File(path) = &log.access_log {
+        let dir = path.parent().filter(|dir| !dir.as_os_str().is_empty());
+        if dir.is_some_and(|dir| !dir.is_dir()) {
+            return Err(TelemetryError::AccessLogFile {
+                path: path.clone(),
+                error: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "its directory does not exist",
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn init_tracing(log: &LogConfig) {
     let filter = EnvFilter::try_from_default_env()
         .or_else(|_| EnvFilter::try_new(&log.level))
         .unwrap_or_else(|_| EnvFilter::new("info"));
@@ -49,9 +142,12 @@ pub struct RequestRecord<'a> {
     pub status: u16,
     /// Time to the origin's response head, if forwarded.
     pub upstream: Option<Duration>,
+    /// Time from the request's arrival to its answer's head (bodies are
+    /// streamed afterwards and not counted).
+    pub duration: Duration,
 }
 
-/// Writes the one log line of a finished request.
+/// Writes the one log line of a finished request, and its access log record.
 pub fn log_request(r: &RequestRecord<'_>) {
     tracing::info!(
         client = %r.client,
@@ -63,6 +159,10 @@ pub fn log_request(r: &RequestRecord<'_>) {
         rule_line = r.rule_line,
         status = r.status,
         upstream_ms = r.upstream.map(|d| d.as_secs_f64() * 1000.0),
+        duration_ms = r.duration.as_secs_f64() * 1000.0,
         "request"
     );
+    if let Some(access) = ACCESS_LOG.get() {
+        access.record(r);
+    }
 }

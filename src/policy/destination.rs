@@ -50,7 +50,8 @@ type CachedAnswer = (Instant, Result<Addresses, DestinationError>);
 
 /// The deny list and a small cache of resolved, filtered answers.
 pub struct DestinationPolicy {
-    deny: Vec<IpNet>,
+    /// Replaced whole on a config reload (the connector keeps this policy).
+    deny: std::sync::RwLock<Arc<Vec<IpNet>>>,
     ttl: Duration,
     cache: Mutex<LruCache<String, CachedAnswer>>,
 }
@@ -68,7 +69,7 @@ impl DestinationPolicy {
     /// `capacity` names).
     pub fn new(deny: Vec<IpNet>, ttl: Duration, capacity: NonZeroUsize) -> Self {
         DestinationPolicy {
-            deny,
+            deny: std::sync::RwLock::new(Arc::new(deny)),
             ttl,
             cache: Mutex::new(LruCache::new(capacity)),
         }
@@ -87,12 +88,24 @@ impl DestinationPolicy {
     /// IPv4, so `::ffff:169.254.169.254` is caught too.
     pub fn is_denied(&self, ip: IpAddr) -> bool {
         let ip = ip.to_canonical();
-        self.deny.iter().any(|net| net.contains(&ip))
+        self.rules().iter().any(|net| net.contains(&ip))
     }
 
     /// Whether any rule is configured (no rule: nothing to check early).
     pub fn has_rules(&self) -> bool {
-        !self.deny.is_empty()
+        !self.rules().is_empty()
+    }
+
+    /// Replaces the deny list (a config reload) and forgets cached answers,
+    /// which were filtered by the old list.
+    pub fn set_deny(&self, deny: Vec<IpNet>) {
+        *self.deny.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(deny);
+        self.lock().clear();
+    }
+
+    fn rules(&self) -> Arc<Vec<IpNet>> {
+        // A poisoned lock still holds a complete list.
+        self.deny.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// The allowed addresses of `host` (a name or an IP literal).

@@ -22,6 +22,7 @@ use super::idle::{serve_busy, Activity, IdleIo};
 use super::response::Answer;
 use super::service::{self, ClientContext};
 use super::state::ProxyState;
+use super::ConnectionScope;
 use crate::config::TlsMode;
 use crate::fetch::RobotsRules;
 use crate::metrics::ConnectionKind;
@@ -36,7 +37,11 @@ pub async fn handle(
     client: SocketAddr,
     mut request: Request<Incoming>,
 ) -> Response<ProxyBody> {
+    let started = std::time::Instant::now();
     let target = request.uri().to_string();
+    // The connection's slot and lifecycle, for the task that outlives this
+    // request (absent only when called outside the listener).
+    let scope = request.extensions_mut().remove::<ConnectionScope>();
     let mut user = None;
     let (response, agent, verdict) = match decide(&state, &request, &mut user).await {
         Err((answer, agent, verdict)) => (answer.into_response(), agent, verdict),
@@ -58,7 +63,7 @@ pub async fn handle(
                 match on_upgrade.await {
                     Ok(upgraded) => {
                         let _open = state.metrics.connection_opened(ConnectionKind::Intercepted);
-                        intercept(state, context, authority, upgraded).await;
+                        intercept(state, scope, context, authority, upgraded).await;
                         drop(busy);
                     }
                     Err(error) => tracing::debug!(%client, %error, "CONNECT upgrade failed"),
@@ -85,7 +90,19 @@ pub async fn handle(
                         // the host's other requests.
                         drop(permit);
                         let _open = state.metrics.connection_opened(ConnectionKind::Tunnel);
-                        tunnel(client, upgraded, upstream).await;
+                        // A blind tunnel cannot be wound down gracefully:
+                        // it runs until either side closes or the drain
+                        // times out.
+                        let closing = async {
+                            match &scope {
+                                Some(scope) => scope.closing().await,
+                                None => std::future::pending().await,
+                            }
+                        };
+                        tokio::select! {
+                            () = tunnel(client, upgraded, upstream) => {},
+                            () = closing => {},
+                        }
                     }
                     Err(error) => tracing::debug!(%client, %error, "CONNECT upgrade failed"),
                 }
@@ -103,6 +120,7 @@ pub async fn handle(
         rule_line: None,
         status: response.status().as_u16(),
         upstream: None,
+        duration: started.elapsed(),
     };
     log_request(&record);
     state.metrics.record(&record, response.headers());
@@ -320,6 +338,7 @@ async fn tunnel(client: SocketAddr, upgraded: hyper::upgrade::Upgraded, mut upst
 /// requests through the pipeline.
 async fn intercept(
     state: Arc<ProxyState>,
+    scope: Option<ConnectionScope>,
     context: ClientContext,
     authority: Authority,
     upgraded: hyper::upgrade::Upgraded,
@@ -353,8 +372,12 @@ async fn intercept(
     };
     let activity = Activity::new();
     let io = IdleIo::new(tls, activity.clone(), state.timeouts);
+    let live = scope.clone();
     let service = service_fn(move |request: Request<Incoming>| {
-        let state = state.clone();
+        // Per request, so a reload applies to the next decrypted request.
+        let state = live
+            .as_ref()
+            .map_or_else(|| state.clone(), ConnectionScope::state);
         let authority = authority.clone();
         let context = context.clone();
         let activity = activity.clone();
@@ -371,10 +394,27 @@ async fn intercept(
         .http1()
         .timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(None);
-    if let Err(error) = builder
-        .serve_connection_with_upgrades(TokioIo::new(io), service)
-        .await
-    {
+    let connection = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
+    let Some(scope) = scope else {
+        if let Err(error) = connection.await {
+            tracing::debug!(%client, %error, "intercepted connection ended with an error");
+        }
+        return;
+    };
+    // As for plain connections (see `Server::run`): finish the request in
+    // progress on shutdown, and drop the connection when the drain times out.
+    tokio::pin!(connection);
+    let result = tokio::select! {
+        result = connection.as_mut() => Some(result),
+        () = scope.draining() => {
+            connection.as_mut().graceful_shutdown();
+            tokio::select! {
+                result = connection.as_mut() => Some(result),
+                () = scope.closing() => None,
+            }
+        }
+    };
+    if let Some(Err(error)) = result {
         tracing::debug!(%client, %error, "intercepted connection ended with an error");
     }
 }

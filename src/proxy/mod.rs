@@ -1,9 +1,11 @@
 //! The proxy listener: accept, connection cap, client check, hyper
-//! connection serving with upgrades, graceful drain on shutdown.
+//! connection serving with upgrades, graceful drain on shutdown, and the
+//! current state, which a reload replaces (see [`reload`]).
 
 mod connect;
 mod forward;
 mod idle;
+pub mod reload;
 pub mod response;
 mod service;
 mod state;
@@ -16,12 +18,12 @@ use std::time::Duration;
 
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use ipnet::IpNet;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
-pub use state::{ProxyState, StateError};
+pub use reload::{ReloadError, ReloadHandle, Reloaded};
+pub use state::{preflight, CaStatus, ProxyState, StateError};
 
 use crate::config::Config;
 use crate::metrics::ConnectionKind;
@@ -45,13 +47,59 @@ pub enum ServeError {
 /// A bound, ready-to-run proxy.
 pub struct Server {
     listener: TcpListener,
-    state: Arc<ProxyState>,
-    allow_clients: Vec<IpNet>,
+    live: ReloadHandle,
     connections: Arc<Semaphore>,
     max_connections: usize,
-    timeouts: idle::Timeouts,
-    max_header_bytes: usize,
-    drain_timeout: Duration,
+}
+
+/// Where the server is in its life, as connections see it. Ordered: each
+/// phase implies the ones before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Phase {
+    /// Accepting and serving.
+    Serving,
+    /// Shutdown began: finish the request in progress, then close.
+    Draining,
+    /// The drain timed out: close now.
+    Closing,
+}
+
+/// What a CONNECT hands to the task that outlives it (the tunnel or the
+/// interception): the connection's slot, so draining waits for the task and
+/// the connection cap counts it; the server's phase, so it can wind down;
+/// and the live state, so intercepted requests see reloads. It travels in
+/// the request's extensions, as hyper's own upgrade does, because the task
+/// is spawned deep inside the CONNECT handling.
+#[derive(Clone)]
+pub(crate) struct ConnectionScope {
+    _slot: Arc<OwnedSemaphorePermit>,
+    phase: watch::Receiver<Phase>,
+    live: ReloadHandle,
+}
+
+impl ConnectionScope {
+    /// The state a new request should use.
+    pub(crate) fn state(&self) -> Arc<ProxyState> {
+        self.live.current()
+    }
+
+    /// Completes once the server has reached `phase` (or is gone).
+    async fn reached(&self, phase: Phase) {
+        let mut watching = self.phase.clone();
+        // An error means the server has finished `run`: everything is over.
+        let _ = watching.wait_for(|now| *now >= phase).await;
+    }
+
+    /// Completes when shutdown begins: a connection should then finish the
+    /// request in progress and close (`graceful_shutdown`).
+    pub(crate) async fn draining(&self) {
+        self.reached(Phase::Draining).await;
+    }
+
+    /// Completes when the drain has timed out: drop the connection now.
+    pub(crate) async fn closing(&self) {
+        self.reached(Phase::Closing).await;
+    }
 }
 
 impl Server {
@@ -69,39 +117,37 @@ impl Server {
         let listen = listener
             .local_addr()
             .map_err(|error| ServeError::Bind { addr, error })?;
-        let state = Arc::new(ProxyState::new(config, listen)?);
+        let state = ProxyState::new(config, listen)?;
         Ok(Server {
             listener,
-            state,
-            allow_clients: config.proxy.allow_clients.clone(),
+            live: ReloadHandle::new(state, config.clone()),
             connections: Arc::new(Semaphore::new(config.proxy.max_connections.get())),
             max_connections: config.proxy.max_connections.get(),
-            timeouts: idle::Timeouts {
-                idle: config.proxy.idle_timeout,
-                head: config.proxy.header_read_timeout,
-            },
-            // hyper refuses buffers below 8 KiB.
-            max_header_bytes: config.proxy.max_header_bytes.get().max(8192),
-            drain_timeout: Duration::from_secs(30),
         })
     }
 
     /// The bound address (useful with port 0).
     pub fn local_addr(&self) -> SocketAddr {
-        self.state.listen
+        self.live.current().listen
     }
 
-    /// The shared state (for status pages and tests).
+    /// The current state (for status pages and tests).
     pub fn state(&self) -> Arc<ProxyState> {
-        self.state.clone()
+        self.live.current()
+    }
+
+    /// A handle to reload the configuration while [`Server::run`] runs.
+    pub fn reload_handle(&self) -> ReloadHandle {
+        self.live.clone()
     }
 
     /// Serves until `shutdown` completes, then stops accepting and lets
-    /// in-flight requests finish (up to 30 s).
+    /// in-flight requests finish for up to `proxy.drain_timeout`: each
+    /// connection finishes its current request and closes (idle keep-alive
+    /// connections close at once). Returns when all have closed, or when
+    /// the time is up, after closing what is left.
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
-        // Connections watch this to start a graceful close (finish the
-        // current request, then close) when the server stops.
-        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let (phase_tx, phase_rx) = watch::channel(Phase::Serving);
         tokio::pin!(shutdown);
         loop {
             // Take a connection slot before accepting: at the cap, new
@@ -124,17 +170,30 @@ impl Server {
                     continue;
                 }
             };
-            if !self.client_allowed(client) {
+            // Connection settings come from the state at accept time, so
+            // a reload applies to connections opened after it.
+            let state = self.live.current();
+            if !state.client_allowed(client) {
                 tokio::spawn(refuse_client(stream, client));
                 continue;
             }
             let _ = stream.set_nodelay(true);
-            let open = self.state.metrics.connection_opened(ConnectionKind::Client);
-            let state = self.state.clone();
+            let open = state.metrics.connection_opened(ConnectionKind::Client);
             let activity = idle::Activity::new();
-            let io = idle::IdleIo::new(stream, activity.clone(), self.timeouts);
-            let service = service_fn(move |request| {
-                let state = state.clone();
+            let io = idle::IdleIo::new(stream, activity.clone(), state.timeouts);
+            let scope = ConnectionScope {
+                _slot: Arc::new(slot),
+                phase: phase_rx.clone(),
+                live: self.live.clone(),
+            };
+            let per_request = scope.clone();
+            let service = service_fn(move |mut request: hyper::Request<hyper::body::Incoming>| {
+                // The state is resolved per request, not per connection: a
+                // keep-alive connection's next request sees a reload.
+                let state = per_request.state();
+                if request.method() == hyper::Method::CONNECT {
+                    request.extensions_mut().insert(per_request.clone());
+                }
                 let activity = activity.clone();
                 async move {
                     Ok::<_, std::convert::Infallible>(
@@ -150,43 +209,58 @@ impl Server {
             let connection = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(None)
-                .max_buf_size(self.max_header_bytes)
+                .max_buf_size(state.max_header_bytes)
                 .serve_connection(TokioIo::new(io), service)
                 .with_upgrades();
-            let mut stop = stop_rx.clone();
             tokio::spawn(async move {
+                let _open = open;
                 tokio::pin!(connection);
+                // Serve; once draining, finish the current request and
+                // close; when the drain times out, drop the connection.
+                // (Inline: a generic helper over hyper's connection trips
+                // rustc's higher-ranked `Send` inference.)
                 let result = tokio::select! {
-                    result = connection.as_mut() => result,
-                    // The guard `wait_for` returns is not Send: drop it at once.
-                    _ = async { stop.wait_for(|stopping| *stopping).await.map(|_| ()) } => {
+                    result = connection.as_mut() => Some(result),
+                    () = scope.draining() => {
                         connection.as_mut().graceful_shutdown();
-                        connection.await
+                        tokio::select! {
+                            result = connection.as_mut() => Some(result),
+                            () = scope.closing() => None,
+                        }
                     }
                 };
-                if let Err(error) = result {
-                    tracing::debug!(%client, %error, "connection ended with an error");
+                match result {
+                    Some(Ok(())) => {}
+                    Some(Err(error)) => {
+                        tracing::debug!(%client, %error, "connection ended with an error");
+                    }
+                    None => tracing::debug!(%client, "connection closed: drain timed out"),
                 }
-                drop((slot, open));
             });
         }
-        tracing::info!("shutting down: draining in-flight requests");
-        let _ = stop_tx.send(true);
-        // Every open connection holds a slot: when all slots are back, all
-        // connections have finished.
+        // Close the listening socket first: new clients are refused at once
+        // instead of waiting in the backlog of a server that will not serve.
+        drop(self.listener);
+        let drain_timeout = self.live.current().drain_timeout;
+        tracing::info!(
+            timeout = ?drain_timeout,
+            "shutting down: draining in-flight requests"
+        );
+        let _ = phase_tx.send(Phase::Draining);
+        // Every open connection (and tunnel or interception it turned into)
+        // holds a slot: when all slots are back, all have finished.
         let all = u32::try_from(self.max_connections).unwrap_or(u32::MAX);
-        let drained = self.connections.acquire_many(all);
-        if tokio::time::timeout(self.drain_timeout, drained)
+        if tokio::time::timeout(drain_timeout, self.connections.acquire_many(all))
             .await
             .is_err()
         {
             tracing::warn!("drain timed out; closing remaining connections");
+            let _ = phase_tx.send(Phase::Closing);
+            // Closing is immediate (the tasks drop their connections); wait
+            // for it briefly so that callers see the sockets closed.
+            let closed = self.connections.acquire_many(all);
+            let _ = tokio::time::timeout(Duration::from_secs(1), closed).await;
         }
-    }
-
-    fn client_allowed(&self, client: SocketAddr) -> bool {
-        let ip = client.ip().to_canonical();
-        self.allow_clients.iter().any(|net| net.contains(&ip))
     }
 }
 

@@ -75,6 +75,7 @@ pub async fn serve_request(
     mut context: ClientContext,
     request: Request<Incoming>,
 ) -> Response<ProxyBody> {
+    let started = Instant::now();
     let request = request.map(|body| body.map_err(BoxError::from).boxed());
     let method = request.method().to_string();
     let url = request.uri().to_string();
@@ -96,6 +97,7 @@ pub async fn serve_request(
         rule_line: outcome.rule_line,
         status: response.status().as_u16(),
         upstream: outcome.upstream,
+        duration: started.elapsed(),
     };
     log_request(&record);
     state.metrics.record(&record, response.headers());

@@ -1,11 +1,15 @@
-//! Everything the pipeline shares across requests, built once from the
-//! configuration.
+//! Everything the pipeline shares across requests, built from the
+//! configuration: once at start, and again on each reload (SIGHUP), when the
+//! parts that carry state (robots.txt cache, pacer, upstream pools, leaf
+//! certificates) are carried over instead of rebuilt.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use http::{HeaderValue, Request};
+use ipnet::IpNet;
 
 use crate::config::{Config, IdentityMode as ConfigIdentityMode, TlsMode};
 use crate::fetch::{FetchError, FetchSettings, RobotsCache, RobotsFetcher};
@@ -62,12 +66,23 @@ pub struct ProxyState {
     pub default_agent: String,
     /// Proxy authentication, when users are configured.
     pub auth: Option<ProxyAuth>,
-    /// `proxy.deny_destinations`, with its DNS cache.
+    /// `proxy.deny_destinations`, with its DNS cache; shared with the
+    /// upstream connector and kept (its list replaced) across reloads.
     pub destinations: Arc<DestinationPolicy>,
     /// `proxy.max_path_repeats`.
     pub max_path_repeats: u32,
-    /// Counters for `/metrics` and the admin status page.
-    pub metrics: Metrics,
+    /// Counters for `/metrics` and the admin status page; kept across
+    /// reloads so counters do not restart.
+    pub metrics: Arc<Metrics>,
+    /// `proxy.allow_clients`, checked when a connection is accepted.
+    pub allow_clients: Vec<IpNet>,
+    /// `proxy.max_header_bytes`, raised to hyper's 8 KiB minimum.
+    pub max_header_bytes: usize,
+    /// `proxy.drain_timeout`: how long shutdown waits for in-flight requests.
+    pub drain_timeout: Duration,
+    /// `tls.ca_cert` and `tls.ca_key` the minter was loaded from, so a
+    /// reload knows whether it can keep it.
+    ca_files: (PathBuf, PathBuf),
 }
 
 /// How long a DNS answer is trusted for destination checks. Short, so a
@@ -122,25 +137,66 @@ impl ProxyState {
     /// [`StateError`] when the upstream TLS roots or identity defaults are
     /// unusable.
     pub fn new(config: &Config, listen: SocketAddr) -> Result<ProxyState, StateError> {
-        let settings = UpstreamSettings {
-            connect_timeout: config.proxy.upstream_connect_timeout,
-            pool_idle_timeout: Duration::from_secs(90),
-            extra_roots: config.tls.extra_roots.clone(),
-            http2: true,
+        ProxyState::build(config, listen, None)
+    }
+
+    /// Builds the state for a reloaded `config`, carrying over this state's
+    /// robots.txt cache, pacer and upstream clients (rebuilding them would
+    /// refetch every robots.txt, forget every host's pacing and drop the
+    /// connection pools), and its leaf minter when the CA files are the
+    /// same. The keys those parts were built from therefore keep their old
+    /// values until a restart: [`super::reload::restart_keys`] names them.
+    ///
+    /// # Errors
+    ///
+    /// As [`ProxyState::new`]; `self` is untouched either way.
+    pub fn reconfigure(&self, config: &Config) -> Result<ProxyState, StateError> {
+        ProxyState::build(config, self.listen, Some(self))
+    }
+
+    fn build(
+        config: &Config,
+        listen: SocketAddr,
+        previous: Option<&ProxyState>,
+    ) -> Result<ProxyState, StateError> {
+        let (client, upgrade_client, destinations) = match previous {
+            Some(p) => {
+                // The running clients are kept, but a bad `extra_roots`
+                // must not pass for good until the next restart.
+                crate::upstream::client_tls_config(&config.tls.extra_roots)?;
+                // The connectors resolve through this policy: update it in
+                // place so the new deny list applies at once.
+                p.destinations
+                    .set_deny(config.proxy.deny_destinations.clone());
+                (
+                    p.client.clone(),
+                    p.upgrade_client.clone(),
+                    p.destinations.clone(),
+                )
+            }
+            None => {
+                let destinations = Arc::new(DestinationPolicy::new(
+                    config.proxy.deny_destinations.clone(),
+                    DNS_CACHE_TTL,
+                    DNS_CACHE_CAPACITY,
+                ));
+                let settings = UpstreamSettings {
+                    connect_timeout: config.proxy.upstream_connect_timeout,
+                    pool_idle_timeout: Duration::from_secs(90),
+                    extra_roots: config.tls.extra_roots.clone(),
+                    http2: true,
+                };
+                let client = build_client_with(&settings, destinations.clone())?;
+                let upgrade_client = build_client_with(
+                    &UpstreamSettings {
+                        http2: false,
+                        ..settings
+                    },
+                    destinations.clone(),
+                )?;
+                (client, upgrade_client, destinations)
+            }
         };
-        let destinations = Arc::new(DestinationPolicy::new(
-            config.proxy.deny_destinations.clone(),
-            DNS_CACHE_TTL,
-            DNS_CACHE_CAPACITY,
-        ));
-        let client = build_client_with(&settings, destinations.clone())?;
-        let upgrade_client = build_client_with(
-            &UpstreamSettings {
-                http2: false,
-                ..settings
-            },
-            destinations.clone(),
-        )?;
         let auth = ProxyAuth::new(
             &config.auth.users,
             config.auth.htpasswd.as_deref(),
@@ -160,22 +216,36 @@ impl ProxyState {
             })?,
         };
         let rate = &config.rate_limit;
-        let pacer = Pacer::new(PacingSettings {
-            default_delay: rate.default_delay,
-            max_per_host: std::num::NonZeroUsize::new(rate.max_per_host.get() as usize)
-                .unwrap_or(std::num::NonZeroUsize::MIN),
-            max_wait: rate.max_wait,
-            idle_host_ttl: rate.idle_host_ttl,
-            max_hosts: rate.max_hosts.get(),
-        });
+        // Checked on reload too, though the fetcher keeps its old settings:
+        // a bad value must not pass for good until the next restart.
         let fetch_settings = Arc::new(FetchSettings::from_config(config)?);
-        let robots = RobotsCache::new(RobotsFetcher::new(
-            client.clone(),
-            pacer.clone(),
-            fetch_settings,
-        ));
+        let (pacer, robots) = match previous {
+            Some(p) => (p.pacer.clone(), p.robots.clone()),
+            None => {
+                let pacer = Pacer::new(PacingSettings {
+                    default_delay: rate.default_delay,
+                    max_per_host: std::num::NonZeroUsize::new(rate.max_per_host.get() as usize)
+                        .unwrap_or(std::num::NonZeroUsize::MIN),
+                    max_wait: rate.max_wait,
+                    idle_host_ttl: rate.idle_host_ttl,
+                    max_hosts: rate.max_hosts.get(),
+                });
+                let robots = RobotsCache::new(RobotsFetcher::new(
+                    client.clone(),
+                    pacer.clone(),
+                    fetch_settings,
+                ));
+                (pacer, robots)
+            }
+        };
         let minter = match config.tls.mode {
-            TlsMode::Intercept => Some(Arc::new(load_minter(config)?)),
+            TlsMode::Intercept => match previous.and_then(|p| p.minter.as_ref()) {
+                // Same CA files: keep the minter and its cached leaves.
+                Some(minter) if previous.is_some_and(|p| p.ca_files == ca_files(config)) => {
+                    Some(minter.clone())
+                }
+                _ => Some(Arc::new(load_minter(config)?)),
+            },
             TlsMode::Tunnel => None,
         };
         let default_agent = config
@@ -183,14 +253,22 @@ impl ProxyState {
             .robot_name
             .clone()
             .unwrap_or_else(|| product_token(&config.identity.default_user_agent).to_string());
-        let metrics = Metrics::new(ScrapeSources {
-            robots: robots.clone(),
-            pacer: pacer.clone(),
-            minter: minter.clone(),
-        });
+        let metrics = match previous {
+            Some(p) => p.metrics.clone(),
+            None => Arc::new(Metrics::new(ScrapeSources {
+                robots: robots.clone(),
+                pacer: pacer.clone(),
+                minter: minter.clone(),
+            })),
+        };
         Ok(ProxyState {
             listen,
-            pseudonym: format!("robots-guard-{:08x}", rand_u32()),
+            // One name for the process's life, so a request that left before
+            // a reload is still recognised if it loops back after it.
+            pseudonym: previous.map_or_else(
+                || format!("robots-guard-{:08x}", rand_u32()),
+                |p| p.pseudonym.clone(),
+            ),
             identity,
             robot_name: config.identity.robot_name.clone(),
             robots,
@@ -215,7 +293,18 @@ impl ProxyState {
             destinations,
             max_path_repeats: config.proxy.max_path_repeats,
             metrics,
+            allow_clients: config.proxy.allow_clients.clone(),
+            // hyper refuses buffers below 8 KiB.
+            max_header_bytes: config.proxy.max_header_bytes.get().max(8192),
+            drain_timeout: config.proxy.drain_timeout,
+            ca_files: ca_files(config),
         })
+    }
+
+    /// Is `client` in `proxy.allow_clients`?
+    pub fn client_allowed(&self, client: SocketAddr) -> bool {
+        let ip = client.ip().to_canonical();
+        self.allow_clients.iter().any(|net| net.contains(&ip))
     }
 
     /// The agent of a tunnel-mode CONNECT: its own `User-Agent`'s token,
@@ -243,6 +332,10 @@ impl ProxyState {
             .unwrap_or_default()
             .to_string()
     }
+}
+
+fn ca_files(config: &Config) -> (PathBuf, PathBuf) {
+    (config.tls.ca_cert.clone(), config.tls.ca_key.clone())
 }
 
 /// Loads the CA of `tls.ca_cert`/`tls.ca_key`, creating it on first start,
@@ -276,4 +369,39 @@ fn rand_u32() -> u32 {
         hasher.write_u128(now.as_nanos());
     }
     hasher.finish() as u32
+}
+
+/// What [`preflight`] found out about the interception CA.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CaStatus {
+    /// `tls.mode = "tunnel"`: no CA is used.
+    NotUsed,
+    /// Both files exist and hold a usable CA.
+    Loaded,
+    /// Neither file exists: `serve` will create the CA on start.
+    WillBeCreated,
+}
+
+/// Checks what a configuration refers to without starting anything: the
+/// `tls.extra_roots` PEM files, the identity defaults, and (in intercept
+/// mode) the CA files when they exist. Creates nothing, unlike
+/// [`ProxyState::new`], which creates a missing CA.
+///
+/// # Errors
+///
+/// The [`StateError`] that starting the proxy with `config` would meet.
+pub fn preflight(config: &Config) -> Result<CaStatus, StateError> {
+    crate::upstream::client_tls_config(&config.tls.extra_roots)?;
+    FetchSettings::from_config(config)?;
+    if config.tls.mode == TlsMode::Tunnel {
+        return Ok(CaStatus::NotUsed);
+    }
+    let (cert, key) = (&config.tls.ca_cert, &config.tls.ca_key);
+    let absent = |path: &std::path::Path| std::fs::symlink_metadata(path).is_err();
+    if absent(cert) && absent(key) {
+        return Ok(CaStatus::WillBeCreated);
+    }
+    // Only one of the two present is an error, as on start.
+    CertificateAuthority::load_or_create(cert, key)?;
+    Ok(CaStatus::Loaded)
 }

@@ -1,0 +1,373 @@
+//! The lifecycle through the real binary: `check-config`, and `serve` with
+//! `log.format = "json"` and a JSON access log, reloaded with SIGHUP and
+//! stopped with SIGTERM.
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use support::origin::{Reply, TestOrigin};
+
+const BIN: &str = env!("CARGO_BIN_EXE_robots-guard");
+
+fn temp_dir() -> PathBuf {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "cli-lifecycle-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+/// Runs `robots-guard check-config --config PATH`: (exit code, stdout, stderr).
+fn check_config(path: &Path) -> (i32, String, String) {
+    let out = Command::new(BIN)
+        .arg("check-config")
+        .arg("--config")
+        .arg(path)
+        .output()
+        .expect("run robots-guard");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn check_config_accepts_a_good_file_and_creates_nothing() {
+    let dir = temp_dir();
+    let path = dir.join("good.toml");
+    let cert = dir.join("ca.pem");
+    let key = dir.join("ca.key");
+    std::fs::write(
+        &path,
+        format!(
+            "[tls]\nca_cert = \"{}\"\nca_key = \"{}\"\n",
+            cert.display(),
+            key.display()
+        ),
+    )
+    .unwrap();
+    let (code, out, err) = check_config(&path);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.starts_with(&format!("config OK: {}\n", path.display())),
+        "{out}"
+    );
+    assert!(out.contains("serve creates it on first start"), "{out}");
+    assert!(
+        !cert.exists() && !key.exists(),
+        "check-config created the CA"
+    );
+
+    // With the CA present it is loaded and checked.
+    let status = Command::new(BIN)
+        .args(["ca", "init", "--dir"])
+        .arg(&dir)
+        .output()
+        .expect("ca init");
+    assert!(status.status.success());
+    let (code, out, err) = check_config(&path);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, format!("config OK: {}\n", path.display()));
+
+    // The shipped config.toml is valid.
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("config.toml");
+    let (code, out, err) = check_config(&shipped);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("config OK: "), "{out}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn check_config_reports_file_line_key_and_accepted_values() {
+    let dir = temp_dir();
+    let path = dir.join("bad.toml");
+    std::fs::write(&path, "[identity]\n\nuser_agent = \"sometimes\"\n").unwrap();
+    let (code, out, err) = check_config(&path);
+    assert_eq!(code, 2);
+    assert!(out.is_empty(), "{out}");
+    for part in [
+        "bad.toml",
+        "line 3",
+        "user_agent",
+        "sometimes",
+        "`require`",
+        "`fill`",
+        "`pass`",
+    ] {
+        assert!(err.contains(part), "{part:?} missing from: {err}");
+    }
+
+    std::fs::write(&path, "[robots]\ncache_capacty = 5\n").unwrap();
+    let (code, _, err) = check_config(&path);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("line 2") && err.contains("cache_capacty"),
+        "{err}"
+    );
+
+    let (code, _, err) = check_config(&dir.join("missing.toml"));
+    assert_eq!(code, 2);
+    assert!(err.contains("cannot read config file"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn check_config_loads_the_files_the_config_names() {
+    let dir = temp_dir();
+    let path = dir.join("files.toml");
+    let not_pem = dir.join("roots.pem");
+    std::fs::write(&not_pem, "not a certificate\n").unwrap();
+    std::fs::write(
+        &path,
+        format!(
+            "[tls]\nmode = \"tunnel\"\nextra_roots = [\"{}\"]\n",
+            not_pem.display()
+        ),
+    )
+    .unwrap();
+    let (code, _, err) = check_config(&path);
+    assert_eq!(code, 2);
+    assert!(err.contains("roots.pem"), "{err}");
+
+    // Only half of a CA present: what `serve` would refuse.
+    let cert = dir.join("ca.pem");
+    std::fs::write(&cert, "x").unwrap();
+    std::fs::write(
+        &path,
+        format!(
+            "[tls]\nca_cert = \"{}\"\nca_key = \"{}\"\n",
+            cert.display(),
+            dir.join("ca.key").display()
+        ),
+    )
+    .unwrap();
+    let (code, _, err) = check_config(&path);
+    assert_eq!(code, 2);
+    assert!(err.contains("ca.key"), "{err}");
+
+    std::fs::write(
+        &path,
+        format!(
+            "[tls]\nmode = \"tunnel\"\n[log]\naccess_log = \"{}\"\n",
+            dir.join("no-such-dir/access.jsonl").display()
+        ),
+    )
+    .unwrap();
+    let (code, _, err) = check_config(&path);
+    assert_eq!(code, 2);
+    assert!(err.contains("no-such-dir"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A `serve` child whose stderr lines arrive on a channel.
+struct Served {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Served {
+    fn start(config: &Path) -> Served {
+        let mut child = Command::new(BIN)
+            .arg("serve")
+            .arg("--config")
+            .arg(config)
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start robots-guard serve");
+        let stderr = child.stderr.take().expect("piped stderr");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Served {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// The next stderr line (as JSON) for which `pick` is true.
+    fn wait_for(
+        &mut self,
+        what: &str,
+        pick: impl Fn(&serde_json::Value) -> bool,
+    ) -> serde_json::Value {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let line = self
+                .lines
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("no {what} in stderr:\n{}", self.seen.join("\n")));
+            self.seen.push(line.clone());
+            let value: serde_json::Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("stderr line is not JSON ({e}): {line}"));
+            if pick(&value) {
+                return value;
+            }
+        }
+    }
+
+    fn signal(&self, name: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{name}");
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn message(v: &serde_json::Value) -> &str {
+    v["message"].as_str().unwrap_or("")
+}
+
+/// GET `url` through the proxy at `proxy` with a blocking raw HTTP/1.1
+/// exchange; returns the status code.
+async fn get_through(proxy: &str, url: &str, user_agent: Option<&str>) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(proxy)
+        .await
+        .expect("connect");
+    let ua = user_agent
+        .map(|ua| format!("User-Agent: {ua}\r\n"))
+        .unwrap_or_default();
+    let head = format!("GET {url} HTTP/1.1\r\nHost: x\r\n{ua}Connection: close\r\n\r\n");
+    stream.write_all(head.as_bytes()).await.expect("send");
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).await.expect("read");
+    let text = String::from_utf8_lossy(&answer);
+    text.split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {text}"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn serve_with_json_logs_reloads_on_sighup_and_drains_on_sigterm() {
+    let origin = TestOrigin::start(|req| async move {
+        match req.uri().path() {
+            "/robots.txt" => Reply::text(200, "User-agent: *\nDisallow: /private\n"),
+            path => Reply::text(200, format!("page {path}")),
+        }
+    })
+    .await;
+    let dir = temp_dir();
+    let config = dir.join("config.toml");
+    let access = dir.join("access.jsonl");
+    let write = |identity: &str, extra: &str| {
+        std::fs::write(
+            &config,
+            format!(
+                "[proxy]\nlisten = \"127.0.0.1:0\"\n[identity]\nuser_agent = \"{identity}\"\n\
+                 [rate_limit]\ndefault_delay = \"0s\"\n[tls]\nmode = \"tunnel\"\n\
+                 [log]\nformat = \"json\"\naccess_log = \"{}\"\n{extra}",
+                access.display()
+            ),
+        )
+        .expect("write config");
+    };
+    write("pass", "");
+    let mut served = Served::start(&config);
+    let ready = served.wait_for("ready line", |v| message(v).contains("proxy ready"));
+    let proxy = ready["listen"].as_str().expect("listen field").to_owned();
+    assert_eq!(ready["level"], "INFO");
+
+    assert_eq!(get_through(&proxy, &origin.url("/page"), None).await, 200);
+    assert_eq!(
+        get_through(&proxy, &origin.url("/private"), Some("Bot/1")).await,
+        403
+    );
+
+    // A bad file on SIGHUP: refused, logged at error with toml's position.
+    write("require", "bogus_key = 1\n");
+    served.signal("HUP");
+    let refused = served.wait_for("refused reload", |v| v["level"] == "ERROR");
+    let text = message(&refused);
+    assert!(
+        text.contains("reload refused") && text.contains("bogus_key"),
+        "{text}"
+    );
+    assert!(text.contains("line 12"), "{text}");
+    assert_eq!(get_through(&proxy, &origin.url("/page"), None).await, 200);
+
+    // A good one: applied to the next request.
+    write("require", "");
+    served.signal("HUP");
+    served.wait_for("reloaded", |v| {
+        message(v).contains("configuration reloaded")
+    });
+    assert_eq!(get_through(&proxy, &origin.url("/page"), None).await, 403);
+
+    served.signal("TERM");
+    served.wait_for("stopped", |v| message(v).contains("robots-guard stopped"));
+    let status = served.child.wait().expect("wait for exit");
+    assert!(status.success(), "{status:?}");
+    // Every remaining stderr line is JSON too.
+    while let Ok(line) = served.lines.recv_timeout(Duration::from_secs(2)) {
+        serde_json::from_str::<serde_json::Value>(&line)
+            .unwrap_or_else(|e| panic!("stderr line is not JSON ({e}): {line}"));
+    }
+
+    let log = std::fs::read_to_string(&access).expect("access log written");
+    let records: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let summary: Vec<(u64, &str)> = records
+        .iter()
+        .map(|r| {
+            (
+                r["status"].as_u64().unwrap(),
+                r["verdict"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (200, "allowed"),
+            (403, "disallowed"),
+            (200, "allowed"),
+            (403, "identity")
+        ]
+    );
+    let disallowed = &records[1];
+    assert_eq!(disallowed["method"], "GET");
+    assert_eq!(disallowed["url"], origin.url("/private"));
+    assert_eq!(disallowed["agent"], "Bot");
+    assert_eq!(disallowed["rule_line"], 2);
+    assert!(disallowed["client"]
+        .as_str()
+        .unwrap()
+        .starts_with("127.0.0.1:"));
+    assert!(disallowed["ts"].as_str().unwrap().contains('T'));
+    assert!(disallowed["duration_ms"].as_f64().is_some());
+    assert!(records[0]["upstream_ms"].as_f64().is_some());
+    std::fs::remove_dir_all(&dir).unwrap();
+}

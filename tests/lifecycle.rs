@@ -1,0 +1,463 @@
+//! Lifecycle of a running proxy: graceful drain on shutdown (bounded by
+//! `proxy.drain_timeout`) and configuration reload without dropping
+//! connections. A real in-process proxy, a loopback origin, real clients.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, StatusCode};
+use http_body_util::{BodyExt, Empty};
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
+use robots_guard::config::Config;
+use robots_guard::proxy::{ReloadError, ReloadHandle, Server};
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use support::origin::{Reply, TestOrigin};
+
+/// A proxy started from a config file, with a shutdown trigger.
+struct Proxy {
+    addr: std::net::SocketAddr,
+    reload: ReloadHandle,
+    stop: Option<oneshot::Sender<()>>,
+    run: JoinHandle<()>,
+    dir: PathBuf,
+}
+
+impl Proxy {
+    fn config_path(&self) -> PathBuf {
+        self.dir.join("config.toml")
+    }
+
+    /// Writes `extra` (TOML) after the common settings into the config file.
+    fn write_config(&self, extra: &str) -> PathBuf {
+        write_config(&self.dir, extra)
+    }
+
+    /// Fires the shutdown future given to `run`.
+    fn shut_down(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn temp_dir() -> PathBuf {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "lifecycle-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+/// A config file for tests: loopback port 0, no pacing delay, tunnel mode
+/// (no CA needed), and `extra` sections. `[identity]` is left to `extra`.
+fn write_config(dir: &Path, extra: &str) -> PathBuf {
+    let path = dir.join("config.toml");
+    let text = format!(
+        "[proxy]\nlisten = \"127.0.0.1:0\"\ndrain_timeout = \"5s\"\n\
+         [rate_limit]\ndefault_delay = \"0s\"\n\
+         [tls]\nmode = \"tunnel\"\n\
+         {extra}"
+    );
+    std::fs::write(&path, text).expect("write config");
+    path
+}
+
+async fn start_proxy(extra: &str) -> Proxy {
+    let dir = temp_dir();
+    let path = write_config(&dir, extra);
+    let config = Config::load(&path).expect("test config is valid");
+    start_with(config, dir).await
+}
+
+async fn start_with(config: Config, dir: PathBuf) -> Proxy {
+    let server = Server::bind(&config).await.expect("proxy binds");
+    let addr = server.local_addr();
+    let reload = server.reload_handle();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let run = tokio::spawn(server.run(async move {
+        let _ = stopped.await;
+    }));
+    Proxy {
+        addr,
+        reload,
+        stop: Some(stop),
+        run,
+        dir,
+    }
+}
+
+/// An origin allowing everything; `/slow` answers after `slow`.
+async fn origin(slow: Duration) -> TestOrigin {
+    TestOrigin::start(move |req| async move {
+        match req.uri().path() {
+            "/robots.txt" => Reply::text(200, "User-agent: *\nDisallow: /private\n"),
+            "/slow" => {
+                tokio::time::sleep(slow).await;
+                Reply::text(200, "slow done")
+            }
+            path => Reply::text(200, format!("page {path}")),
+        }
+    })
+    .await
+}
+
+/// One keep-alive HTTP/1.1 client connection to the proxy.
+async fn client(proxy: std::net::SocketAddr) -> SendRequest<Empty<Bytes>> {
+    let stream = TcpStream::connect(proxy).await.expect("connect to proxy");
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .expect("h1 handshake");
+    tokio::spawn(conn);
+    sender
+}
+
+fn get(url: &str, user_agent: Option<&str>) -> Request<Empty<Bytes>> {
+    let mut builder = Request::builder().uri(url);
+    if let Some(ua) = user_agent {
+        builder = builder.header("user-agent", ua);
+    }
+    builder.body(Empty::new()).expect("request")
+}
+
+/// Sends `request` and returns status, `X-Robots-Guard-Reason` and body.
+async fn send(
+    sender: &mut SendRequest<Empty<Bytes>>,
+    request: Request<Empty<Bytes>>,
+) -> hyper::Result<(StatusCode, Option<String>, String)> {
+    sender.ready().await?;
+    let response = sender.send_request(request).await?;
+    let status = response.status();
+    let reason = response
+        .headers()
+        .get("x-robots-guard-reason")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let body = response.into_body().collect().await?.to_bytes();
+    Ok((status, reason, String::from_utf8_lossy(&body).into_owned()))
+}
+
+/// Waits until the origin has seen `n` requests for `path`.
+async fn wait_for_hits(origin: &TestOrigin, path: &str, n: usize) {
+    for _ in 0..500 {
+        if origin.hits(path) >= n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the origin never saw {path}");
+}
+
+#[tokio::test]
+async fn drain_lets_an_in_flight_request_finish_before_run_returns() {
+    let origin = origin(Duration::from_millis(600)).await;
+    let mut proxy = start_proxy("[identity]\nuser_agent = \"pass\"\n").await;
+    let mut sender = client(proxy.addr).await;
+    let slow = origin.url("/slow");
+    let request = tokio::spawn(async move {
+        let answer = send(&mut sender, get(&slow, Some("DrainBot/1.0"))).await;
+        (answer, std::time::Instant::now())
+    });
+    wait_for_hits(&origin, "/slow", 1).await;
+    proxy.shut_down();
+    // Still draining: the request is in flight.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!proxy.run.is_finished(), "run returned before the drain");
+    assert!(
+        TcpStream::connect(proxy.addr).await.is_err(),
+        "new connections are refused while draining"
+    );
+    let (answer, answered_at) = request.await.expect("client task");
+    let (status, _, body) = answer.expect("the in-flight request completes");
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body, "slow done");
+    tokio::time::timeout(Duration::from_secs(3), &mut proxy.run)
+        .await
+        .expect("run returns once the request is done")
+        .expect("run does not panic");
+    let returned_at = std::time::Instant::now();
+    assert!(returned_at >= answered_at);
+}
+
+#[tokio::test]
+async fn drain_closes_idle_keep_alive_connections_at_once() {
+    let origin = origin(Duration::ZERO).await;
+    let mut proxy = start_proxy("[identity]\nuser_agent = \"pass\"\n").await;
+    let mut sender = client(proxy.addr).await;
+    let (status, _, _) = send(&mut sender, get(&origin.url("/a"), Some("IdleBot")))
+        .await
+        .expect("first request");
+    assert_eq!(status, StatusCode::OK);
+    // The connection is idle now; shutdown must not wait for its timeout.
+    proxy.shut_down();
+    tokio::time::timeout(Duration::from_secs(2), &mut proxy.run)
+        .await
+        .expect("run returns without waiting for idle connections")
+        .expect("run does not panic");
+}
+
+#[tokio::test]
+async fn drain_timeout_cuts_a_request_still_running() {
+    let origin = origin(Duration::from_secs(30)).await;
+    let dir = temp_dir();
+    let mut config =
+        Config::load(&write_config(&dir, "[identity]\nuser_agent = \"pass\"\n")).expect("config");
+    config.proxy.drain_timeout = Duration::from_millis(300);
+    let mut proxy = start_with(config, dir).await;
+    let mut sender = client(proxy.addr).await;
+    let slow = origin.url("/slow");
+    let request =
+        tokio::spawn(async move { send(&mut sender, get(&slow, Some("SlowBot/1.0"))).await });
+    wait_for_hits(&origin, "/slow", 1).await;
+    let shutdown_at = std::time::Instant::now();
+    proxy.shut_down();
+    tokio::time::timeout(Duration::from_secs(3), &mut proxy.run)
+        .await
+        .expect("run returns after the drain timeout")
+        .expect("run does not panic");
+    let waited = shutdown_at.elapsed();
+    assert!(
+        waited >= Duration::from_millis(300),
+        "returned after {waited:?}"
+    );
+    let answer = tokio::time::timeout(Duration::from_secs(2), request)
+        .await
+        .expect("the client sees the connection close")
+        .expect("client task");
+    assert!(answer.is_err(), "the cut request got an answer: {answer:?}");
+}
+
+#[tokio::test]
+async fn reload_applies_to_the_next_request_on_a_keep_alive_connection() {
+    let origin = origin(Duration::ZERO).await;
+    let proxy = start_proxy("[identity]\nuser_agent = \"pass\"\n").await;
+    let mut sender = client(proxy.addr).await;
+    // `pass`: a request without User-Agent is forwarded.
+    let (status, _, body) = send(&mut sender, get(&origin.url("/page"), None))
+        .await
+        .expect("before reload");
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body, "page /page");
+
+    let path = proxy.write_config("[identity]\nuser_agent = \"require\"\n");
+    let reloaded = proxy
+        .reload
+        .reload_from(&path)
+        .expect("valid config reloads");
+    assert!(reloaded.restart_needed.is_empty(), "{reloaded:?}");
+
+    // Same connection (the sender would fail if it had been closed), new rule.
+    let (status, reason, body) = send(&mut sender, get(&origin.url("/page"), None))
+        .await
+        .expect("the keep-alive connection survives the reload");
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert_eq!(reason.as_deref(), Some("identity"));
+    assert_eq!(origin.hits("/page"), 1);
+    // With a User-Agent the same connection still gets through.
+    let (status, _, _) = send(&mut sender, get(&origin.url("/page"), Some("ReloadBot/2")))
+        .await
+        .expect("after reload");
+    assert_eq!(status, StatusCode::OK);
+    // The robots.txt cache was kept: fetched once in all.
+    assert_eq!(origin.hits("/robots.txt"), 1);
+}
+
+#[tokio::test]
+async fn bad_config_is_refused_and_the_old_one_kept() {
+    let origin = origin(Duration::ZERO).await;
+    let proxy = start_proxy("[identity]\nuser_agent = \"pass\"\n").await;
+    let path = proxy.write_config("[identity]\nuser_agent = \"require\"\nuser_agnet = \"fill\"\n");
+    let error = proxy
+        .reload
+        .reload_from(&path)
+        .expect_err("an unknown key is refused");
+    assert!(matches!(error, ReloadError::Config(_)), "{error:?}");
+    let message = error.to_string();
+    for part in [
+        "config.toml",
+        "line 10",
+        "user_agnet",
+        "unknown field",
+        "`user_agent`",
+    ] {
+        assert!(message.contains(part), "{part:?} missing from: {message}");
+    }
+    // The old configuration (`pass`) still holds, on a new connection too.
+    let mut sender = client(proxy.addr).await;
+    let (status, _, _) = send(&mut sender, get(&origin.url("/page"), None))
+        .await
+        .expect("request");
+    assert_eq!(status, StatusCode::OK);
+
+    // A file that parses but cannot be used (missing extra root) is refused too.
+    std::fs::write(
+        proxy.config_path(),
+        format!(
+            "[proxy]\nlisten = \"127.0.0.1:0\"\n[identity]\nuser_agent = \"require\"\n\
+             [tls]\nmode = \"tunnel\"\nextra_roots = [\"{}\"]\n",
+            proxy.dir.join("missing.pem").display()
+        ),
+    )
+    .expect("write config");
+    let error = proxy
+        .reload
+        .reload_from(&proxy.config_path())
+        .expect_err("an unusable config is refused");
+    assert!(matches!(error, ReloadError::State { .. }), "{error:?}");
+    assert!(error.to_string().contains("missing.pem"), "{error}");
+    let (status, _, _) = send(&mut sender, get(&origin.url("/page"), None))
+        .await
+        .expect("request");
+    assert_eq!(status, StatusCode::OK, "still the old configuration");
+}
+
+#[tokio::test]
+async fn reload_names_keys_that_need_a_restart() {
+    let proxy = start_proxy("[identity]\nuser_agent = \"pass\"\n").await;
+    let path = proxy.write_config(
+        "[identity]\nuser_agent = \"fill\"\n[robots]\ndefault_ttl = \"1h\"\n[log]\nlevel = \"debug\"\n",
+    );
+    let reloaded = proxy
+        .reload
+        .reload_from(&path)
+        .expect("valid config reloads");
+    assert_eq!(reloaded.restart_needed, ["robots.default_ttl", "log.level"]);
+}
+
+/// An intercepted (CONNECT + TLS with the proxy's CA) HTTP/1.1 connection
+/// to a TLS origin on 127.0.0.1.
+async fn intercepted(proxy: &Proxy, port: u16) -> SendRequest<Empty<Bytes>> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = TcpStream::connect(proxy.addr).await.expect("connect");
+    let head = format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n");
+    stream.write_all(head.as_bytes()).await.expect("CONNECT");
+    let mut answer = Vec::new();
+    let mut byte = [0u8; 1];
+    while !answer.ends_with(b"\r\n\r\n") {
+        assert_eq!(
+            stream.read(&mut byte).await.expect("read"),
+            1,
+            "proxy closed"
+        );
+        answer.push(byte[0]);
+    }
+    assert!(answer.starts_with(b"HTTP/1.1 200"), "{answer:?}");
+    let ca = std::fs::read(proxy.dir.join("ca.pem")).expect("proxy CA");
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pemfile::certs(&mut ca.as_slice()) {
+        roots.add(cert.expect("PEM")).expect("root");
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("name");
+    let stream = tokio_rustls::TlsConnector::from(std::sync::Arc::new(tls))
+        .connect(name, stream)
+        .await
+        .expect("TLS with the proxy");
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .expect("h1 handshake");
+    tokio::spawn(conn);
+    sender
+}
+
+/// A proxy in intercept mode trusting `ca` upstream, for an origin on `port`.
+async fn intercepting_proxy(ca: &support::origin::TestCa, port: u16, user_agent: &str) -> Proxy {
+    let dir = temp_dir();
+    let roots = ca.pem_file();
+    let settings = format!(
+        "[proxy]\nlisten = \"127.0.0.1:0\"\n[identity]\nuser_agent = \"{user_agent}\"\n\
+         [rate_limit]\ndefault_delay = \"0s\"\n\
+         [tls]\nca_cert = \"{}\"\nca_key = \"{}\"\nextra_roots = [\"{}\"]\nconnect_ports = [{port}]\n",
+        dir.join("ca.pem").display(),
+        dir.join("ca.key").display(),
+        roots.display()
+    );
+    std::fs::write(dir.join("config.toml"), settings).expect("write config");
+    let config = Config::load(&dir.join("config.toml")).expect("config");
+    start_with(config, dir).await
+}
+
+#[tokio::test]
+async fn intercepted_connections_see_reloads_and_are_drained() {
+    let ca = support::origin::TestCa::new();
+    let tls = ca.server_config(&["127.0.0.1"]);
+    let origin = TestOrigin::start_tls(tls, |req| async move {
+        match req.uri().path() {
+            "/robots.txt" => Reply::text(200, "User-agent: *\nAllow: /\n"),
+            "/slow" => {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                Reply::text(200, "slow done")
+            }
+            path => Reply::text(200, format!("secure {path}")),
+        }
+    })
+    .await;
+    let mut proxy = intercepting_proxy(&ca, origin.port(), "pass").await;
+    let mut sender = intercepted(&proxy, origin.port()).await;
+    let page = |path: &str| {
+        Request::builder()
+            .uri(path)
+            .header("host", "127.0.0.1")
+            .body(Empty::<Bytes>::new())
+            .expect("request")
+    };
+    let (status, _, body) = send(&mut sender, page("/a")).await.expect("before");
+    assert_eq!((status, body.as_str()), (StatusCode::OK, "secure /a"));
+
+    // Reload: the next decrypted request on the same TLS connection sees it.
+    let text = std::fs::read_to_string(proxy.config_path()).expect("config");
+    std::fs::write(
+        proxy.config_path(),
+        text.replace("user_agent = \"pass\"", "user_agent = \"require\""),
+    )
+    .expect("write config");
+    let reloaded = proxy
+        .reload
+        .reload_from(&proxy.config_path())
+        .expect("reload");
+    assert!(reloaded.restart_needed.is_empty(), "{reloaded:?}");
+    let (status, reason, _) = send(&mut sender, page("/a")).await.expect("after");
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert_eq!(reason.as_deref(), Some("identity"));
+
+    // Shutdown waits for a slow intercepted request.
+    let slow = tokio::spawn(async move {
+        let mut request = page("/slow");
+        request
+            .headers_mut()
+            .insert("user-agent", http::HeaderValue::from_static("SlowBot/1"));
+        send(&mut sender, request).await
+    });
+    wait_for_hits(&origin, "/slow", 1).await;
+    proxy.shut_down();
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert!(!proxy.run.is_finished(), "run returned before the drain");
+    let (status, _, body) = slow.await.expect("task").expect("slow request completes");
+    assert_eq!((status, body.as_str()), (StatusCode::OK, "slow done"));
+    tokio::time::timeout(Duration::from_secs(3), &mut proxy.run)
+        .await
+        .expect("run returns once the intercepted connection closed")
+        .expect("run does not panic");
+}
