@@ -175,7 +175,11 @@ fn serve(config_path: &std::path::Path) -> ExitCode {
             server.reload_handle(),
             config_path.to_path_buf(),
         ));
-        server.run(shutdown_signal()).await;
+        // On a worker thread, not the thread blocked in `block_on`: each
+        // accepted connection is then spawned without a cross-thread wake-up.
+        if let Err(error) = tokio::spawn(server.run(shutdown_signal())).await {
+            tracing::error!(%error, "the proxy task failed");
+        }
         admin.abort();
         tracing::info!("robots-guard stopped");
         ExitCode::SUCCESS

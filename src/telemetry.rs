@@ -34,9 +34,12 @@ pub enum TelemetryError {
     AccessLogThread(std::io::Error),
 }
 
-/// Flushes the access log when dropped: keep it until the process ends.
-#[must_use = "dropping the guard flushes the access log; keep it until exit"]
-pub struct TelemetryGuard(());
+/// Flushes the logs when dropped: keep it until the process ends.
+#[must_use = "dropping the guard flushes the logs; keep it until exit"]
+pub struct TelemetryGuard {
+    /// Flushes the log writer thread when dropped.
+    _writer: Option<tracing_appender::non_blocking::WorkerGuard>,
+}
 
 impl Drop for TelemetryGuard {
     fn drop(&mut self) {
@@ -53,9 +56,13 @@ impl Drop for TelemetryGuard {
 ///
 /// [`TelemetryError`] when the access log file cannot be opened.
 pub fn init(log: &LogConfig) -> Result<TelemetryGuard, TelemetryError> {
-    init_tracing(log);
+    let writer_guard = init_tracing(log);
     let out: Box<dyn std::io::Write + Send> = match &log.access_log {
-        AccessLog::Off => return Ok(TelemetryGuard(())),
+        AccessLog::Off => {
+            return Ok(TelemetryGuard {
+                _writer: writer_guard,
+            })
+        }
         AccessLog::Stderr => Box::new(std::io::stderr()),
         AccessLog::File(path) => {
             let file = std::fs::OpenOptions::new()
@@ -77,7 +84,9 @@ pub fn init(log: &LogConfig) -> Result<TelemetryGuard, TelemetryError> {
             let _ = ACCESS_LOG.set(logger);
         }
     }
-    Ok(TelemetryGuard(()))
+    Ok(TelemetryGuard {
+        _writer: writer_guard,
+    })
 }
 
 /// Checks that the access log could be opened (its directory exists),
@@ -102,21 +111,27 @@ pub fn check(log: &LogConfig) -> Result<(), TelemetryError> {
     Ok(())
 }
 
-fn init_tracing(log: &LogConfig) {
+/// Log lines go to stderr through a writer thread, so a request never
+/// waits on a `write` to stderr (one per request at `info`). Under a flood
+/// the queue drops lines rather than slowing the proxy (tracing-appender's
+/// lossy mode), like the access log.
+fn init_tracing(log: &LogConfig) -> Option<tracing_appender::non_blocking::WorkerGuard> {
     let filter = EnvFilter::try_from_default_env()
         .or_else(|_| EnvFilter::try_new(&log.level))
         .unwrap_or_else(|_| EnvFilter::new("info"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let (writer, guard) = tracing_appender::non_blocking(std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_target(false)
         .with_ansi(ansi)
-        .with_writer(std::io::stderr);
+        .with_writer(writer);
     // A second init (tests) fails harmlessly: the first subscriber stays.
-    let _ = match log.format {
+    let installed = match log.format {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
     };
+    installed.ok().map(|()| guard)
 }
 
 /// What one request came to, for its log line.

@@ -37,14 +37,19 @@ const IDENTITY: [HeaderName; 2] = [header::USER_AGENT, header::FROM];
 /// (except [`IDENTITY`]). `Upgrade` goes too unless `keep_upgrade` (a WebSocket
 /// handshake keeps `Connection: upgrade` and `Upgrade`).
 pub fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: bool) {
-    let named: Vec<HeaderName> = headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
-        .filter(|name| !IDENTITY.contains(name))
-        .collect();
+    // Most messages have no `Connection` field: no list to build.
+    let named: Vec<HeaderName> = if headers.contains_key(header::CONNECTION) {
+        headers
+            .get_all(header::CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+            .filter(|name| !IDENTITY.contains(name))
+            .collect()
+    } else {
+        Vec::new()
+    };
     for name in named.iter().chain(HOP_BY_HOP.iter()) {
         if keep_upgrade && (name == header::CONNECTION || name == header::UPGRADE) {
             continue;
@@ -58,21 +63,60 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: bool) {
     }
 }
 
-/// Appends this proxy to `Via` (`1.1 <pseudonym>`).
-pub fn add_via(headers: &mut HeaderMap, version: Version, pseudonym: &str) {
-    let protocol = match version {
-        Version::HTTP_10 => "1.0",
-        Version::HTTP_2 => "2",
-        Version::HTTP_3 => "3",
-        _ => "1.1",
-    };
-    let entry = format!("{protocol} {pseudonym}");
-    let value = match headers.get(header::VIA).and_then(|v| v.to_str().ok()) {
-        Some(existing) => format!("{existing}, {entry}"),
-        None => entry,
-    };
-    if let Ok(value) = HeaderValue::from_str(&value) {
-        headers.insert(header::VIA, value);
+/// This proxy's `Via` entries (`1.1 <pseudonym>`), built once: one per
+/// protocol version, so the common case copies a ready header value.
+#[derive(Debug, Clone)]
+pub struct Via {
+    pseudonym: String,
+    /// HTTP/1.0, HTTP/1.1, HTTP/2, HTTP/3.
+    entries: [HeaderValue; 4],
+}
+
+impl Via {
+    /// Entries for `pseudonym` (letters, digits and dashes).
+    pub fn new(pseudonym: &str) -> Via {
+        let entry = |protocol: &str| {
+            HeaderValue::from_str(&format!("{protocol} {pseudonym}"))
+                .unwrap_or_else(|_| HeaderValue::from_static("1.1 robots-guard"))
+        };
+        Via {
+            pseudonym: pseudonym.to_string(),
+            entries: [entry("1.0"), entry("1.1"), entry("2"), entry("3")],
+        }
+    }
+
+    /// The pseudonym this proxy uses in `Via`.
+    pub fn pseudonym(&self) -> &str {
+        &self.pseudonym
+    }
+
+    fn entry(&self, version: Version) -> &HeaderValue {
+        match version {
+            Version::HTTP_10 => &self.entries[0],
+            Version::HTTP_2 => &self.entries[2],
+            Version::HTTP_3 => &self.entries[3],
+            _ => &self.entries[1],
+        }
+    }
+
+    /// Appends this proxy to `Via` (RFC 9110 §7.6.3).
+    pub fn append(&self, headers: &mut HeaderMap, version: Version) {
+        let entry = self.entry(version);
+        let joined = match headers.get(header::VIA).and_then(|v| v.to_str().ok()) {
+            None => {
+                headers.insert(header::VIA, entry.clone());
+                return;
+            }
+            Some(existing) => format!("{existing}, {}", entry.to_str().unwrap_or_default()),
+        };
+        if let Ok(value) = HeaderValue::from_str(&joined) {
+            headers.insert(header::VIA, value);
+        }
+    }
+
+    /// Does a `Via` field already name this proxy? Then the request looped.
+    pub fn names(&self, headers: &HeaderMap) -> bool {
+        via_names(headers, &self.pseudonym)
     }
 }
 
@@ -117,21 +161,21 @@ pub async fn forward(
 /// Prepares a client request for the origin: hop-by-hop fields out, `Via`
 /// in, `Host` left to the client library (which sets it from the URI), HTTP
 /// version chosen by the upstream connection.
-pub fn prepare_request(request: &mut Request<ProxyBody>, pseudonym: &str, keep_upgrade: bool) {
+pub fn prepare_request(request: &mut Request<ProxyBody>, via: &Via, keep_upgrade: bool) {
     let version = request.version();
     let headers = request.headers_mut();
     strip_hop_by_hop(headers, keep_upgrade);
     headers.remove(header::HOST);
-    add_via(headers, version, pseudonym);
+    via.append(headers, version);
     *request.version_mut() = Version::HTTP_11;
 }
 
 /// Prepares an origin response for the client.
-pub fn prepare_response(response: &mut Response<ProxyBody>, pseudonym: &str, keep_upgrade: bool) {
+pub fn prepare_response(response: &mut Response<ProxyBody>, via: &Via, keep_upgrade: bool) {
     let version = response.version();
     let headers = response.headers_mut();
     strip_hop_by_hop(headers, keep_upgrade);
-    add_via(headers, version, pseudonym);
+    via.append(headers, version);
 }
 
 /// A body that holds a value (the host's pacing slot) until the body is
@@ -236,11 +280,15 @@ mod tests {
 
     #[test]
     fn via_appended_and_loops_detected() {
+        let via = Via::new("robots-guard-abc");
         let mut h = HeaderMap::new();
         h.insert(header::VIA, HeaderValue::from_static("1.0 fred"));
-        add_via(&mut h, Version::HTTP_11, "robots-guard-abc");
+        via.append(&mut h, Version::HTTP_11);
         assert_eq!(h[header::VIA], "1.0 fred, 1.1 robots-guard-abc");
-        assert!(via_names(&h, "robots-guard-abc"));
+        assert!(via.names(&h));
         assert!(!via_names(&h, "robots-guard-abd"));
+        let mut fresh = HeaderMap::new();
+        via.append(&mut fresh, Version::HTTP_2);
+        assert_eq!(fresh[header::VIA], "2 robots-guard-abc");
     }
 }

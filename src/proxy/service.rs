@@ -184,7 +184,7 @@ async fn pipeline(
         .get::<Arc<super::idle::Activity>>()
         .filter(|_| upgrade)
         .map(|activity| activity.begin());
-    forward::prepare_request(&mut request, &state.pseudonym, upgrade);
+    forward::prepare_request(&mut request, &state.via, upgrade);
     let upstream_client = if upgrade {
         &state.upgrade_client
     } else {
@@ -207,10 +207,10 @@ async fn pipeline(
                 // connection stays busy, so the idle timer leaves it alone.
                 let held = (permit, busy);
                 tokio::spawn(super::upgrade::pipe(client_upgrade, origin_upgrade, held));
-                forward::prepare_response(&mut response, &state.pseudonym, true);
+                forward::prepare_response(&mut response, &state.via, true);
                 return Ok((response, outcome));
             }
-            forward::prepare_response(&mut response, &state.pseudonym, false);
+            forward::prepare_response(&mut response, &state.via, false);
             let response = response.map(|body| HoldingBody::new(body, permit).boxed());
             Ok((response, outcome))
         }
@@ -253,7 +253,10 @@ fn wants_upgrade<B>(request: &Request<B>) -> bool {
 /// proxied (origin-form requests to the proxy itself, loops, long URLs).
 fn target_origin(state: &ProxyState, request: &Request<ProxyBody>) -> Result<Origin, Refusal> {
     let uri = request.uri();
-    let length = uri.to_string().len();
+    // The length as sent, without formatting the URI into a new string.
+    let length = uri.scheme_str().map_or(0, |s| s.len() + 3)
+        + uri.authority().map_or(0, |a| a.as_str().len())
+        + uri.path_and_query().map_or(0, |pq| pq.as_str().len());
     if length > state.max_url_length {
         return Err(refuse(
             Answer::UriTooLong {
@@ -262,7 +265,7 @@ fn target_origin(state: &ProxyState, request: &Request<ProxyBody>) -> Result<Ori
             Outcome::refused("bad-request"),
         ));
     }
-    if forward::via_names(request.headers(), &state.pseudonym) {
+    if state.via.names(request.headers()) {
         return Err(refuse(
             Answer::Loop {
                 target: uri.to_string(),
@@ -318,6 +321,12 @@ async fn check_destination(state: &ProxyState, origin: &Origin) -> Result<(), Re
     if !state.destinations.has_rules() {
         return Ok(());
     }
+    // IP literals need no lookup (and no allocation).
+    if let Ok(ip) = origin.host.parse::<std::net::IpAddr>() {
+        if !state.destinations.is_denied(ip) {
+            return Ok(());
+        }
+    }
     match state.destinations.resolve(&origin.host).await {
         Err(DestinationError::Denied { .. }) => Err(refuse(
             Answer::DestinationDenied {
@@ -347,7 +356,8 @@ fn check_path_repeats(state: &ProxyState, path: &str) -> Result<(), Refusal> {
 /// `limit` times, if any (`limit` 0: never). Periods of up to 8 segments are
 /// checked, which costs O(8 × segments).
 pub fn repeated_segments(path: &str, limit: u32) -> Option<String> {
-    if limit == 0 {
+    // A trap needs more than `limit` segments: most paths are far shorter.
+    if limit == 0 || memchr::memchr_iter(b'/', path.as_bytes()).count() <= limit as usize {
         return None;
     }
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();

@@ -28,6 +28,8 @@ pub struct ProxyState {
     /// This instance's name in `Via`; seeing it on an incoming request
     /// means the request looped.
     pub pseudonym: String,
+    /// The `Via` entries built from `pseudonym`.
+    pub via: super::forward::Via,
     /// User-Agent / From checks.
     pub identity: IdentityPolicy,
     /// `identity.robot_name`: overrides the User-Agent's product token.
@@ -261,14 +263,16 @@ impl ProxyState {
                 minter: minter.clone(),
             })),
         };
+        let pseudonym = previous.map_or_else(
+            || format!("robots-guard-{:08x}", rand_u32()),
+            |p| p.pseudonym.clone(),
+        );
         Ok(ProxyState {
             listen,
+            via: super::forward::Via::new(&pseudonym),
             // One name for the process's life, so a request that left before
             // a reload is still recognised if it loops back after it.
-            pseudonym: previous.map_or_else(
-                || format!("robots-guard-{:08x}", rand_u32()),
-                |p| p.pseudonym.clone(),
-            ),
+            pseudonym,
             identity,
             robot_name: config.identity.robot_name.clone(),
             robots,

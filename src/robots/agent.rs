@@ -66,18 +66,25 @@ fn first_product(user_agent: &str) -> &str {
 }
 
 fn compatible_product(user_agent: &str) -> Option<&str> {
-    const MARKER: &str = "compatible";
-    let lower = user_agent.to_ascii_lowercase();
-    let mut search_from = 0;
-    while let Some(found) = lower[search_from..].find(MARKER) {
-        let at = search_from + found;
-        search_from = at + MARKER.len();
+    const MARKER: &[u8] = b"compatible";
+    let bytes = user_agent.as_bytes();
+    // Case-insensitive search without lower-casing a copy of the header.
+    let mut at = 0;
+    while let Some(found) = memchr::memchr2(b'c', b'C', &bytes[at..]) {
+        let start = at + found;
+        at = start + 1;
+        let Some(candidate) = bytes.get(start..start + MARKER.len()) else {
+            break;
+        };
+        if !candidate.eq_ignore_ascii_case(MARKER) {
+            continue;
+        }
         // `compatible` must open a comment item: after `(` or `;`.
-        let before = lower[..at].trim_end();
+        let before = user_agent[..start].trim_end();
         if !(before.ends_with('(') || before.ends_with(';')) {
             continue;
         }
-        let after = user_agent[at + MARKER.len()..].trim_start();
+        let after = user_agent[start + MARKER.len()..].trim_start();
         let Some(item) = after.strip_prefix(';') else {
             continue;
         };
