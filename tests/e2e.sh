@@ -63,7 +63,8 @@ extra_roots = ["$WORK/origin-ca.pem"]
 connect_ports = [443, $TLS_PORT]
 TOML
 "$BIN" serve --config "$WORK/config.toml" > "$WORK/proxy.log" 2>&1 &
-PIDS+=($!)
+PROXY_PID=$!
+PIDS+=($PROXY_PID)
 for port in "$PROXY_PORT" "$ADMIN_PORT"; do
   for _ in $(seq 100); do
     (echo > "/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
@@ -99,6 +100,14 @@ check "Via added" "1" "$(curl -s -x "$PROXY" "$ORIGIN/echo-headers" | grep -ci '
 check "POST body streamed" "got hello=1" "$(curl -s -x "$PROXY" -d hello=1 "$ORIGIN/post")"
 check "origin-form to the proxy is 400" "400" "$(curl -s -o /dev/null -w '%{http_code}' "$PROXY/page")"
 check "loop to the proxy is 508" "508" "$(curl -s -o /dev/null -w '%{http_code}' -x "$PROXY" "$PROXY/page")"
+
+# A 1 GiB download streams through in bounded memory.
+GIB=$((1 << 30))
+check "1 GiB download passes whole" "$GIB" \
+  "$(curl -s -o /dev/null -w '%{size_download}' -x "$PROXY" "$ORIGIN/big?bytes=$GIB")"
+PEAK_KIB=$(awk '/VmHWM/ {print $2}' "/proc/$PROXY_PID/status")
+check "proxy peak RSS after 1 GiB stays under 64 MiB (${PEAK_KIB} KiB)" "yes" \
+  "$( ((PEAK_KIB < 65536)) && echo yes || echo no)"
 
 # wget through http_proxy.
 check "wget allowed page" "hello from /w" "$(http_proxy=$PROXY wget -q -O - "$ORIGIN/w")"

@@ -45,6 +45,19 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_text(200, ROBOTS)
         elif self.path == "/__robots_fetches":
             self.send_text(200, str(robots_fetches))
+        elif self.path.startswith("/big?bytes="):
+            # A large body streamed in 1 MiB chunks, never held in memory.
+            total = int(self.path.split("=", 1)[1])
+            self.send_response(200)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Content-Length", str(total))
+            self.end_headers()
+            chunk = b"\0" * (1 << 20)
+            sent = 0
+            while sent < total:
+                part = chunk[: min(len(chunk), total - sent)]
+                self.wfile.write(part)
+                sent += len(part)
         elif self.path == "/echo-headers":
             lines = "".join(f"{k}: {v}\n" for k, v in self.headers.items())
             self.send_text(200, lines)
