@@ -37,10 +37,17 @@ const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
 /// A configuration for tests: listen on `127.0.0.1:0`, the test identity as defaults, no
 /// pacing (`default_delay` 0, 1000 requests per host), `fetch_timeout` 2 s, upstream
 /// timeouts 2 s (connect) and 5 s (first byte). Everything else is the default, including
-/// `user_agent = "require"` and `from = "fill"`.
+/// `user_agent = "require"` and `from = "fill"`, and a CA in a directory of
+/// its own.
 pub fn config() -> Config {
     let mut config = Config::default();
     config.proxy.listen = SocketAddr::from(([127, 0, 0, 1], 0));
+    // Each proxy gets its own interception CA: tests run in parallel, and
+    // the default `certs/` path would have them race to create one (and
+    // would write into the repository).
+    let dir = unique_ca_dir();
+    config.tls.ca_cert = dir.join("ca.pem");
+    config.tls.ca_key = dir.join("ca.key");
     config.proxy.upstream_connect_timeout = Duration::from_secs(2);
     config.proxy.upstream_timeout = Duration::from_secs(5);
     config.identity.default_user_agent = TEST_USER_AGENT.to_owned();
@@ -50,6 +57,20 @@ pub fn config() -> Config {
     config.rate_limit.max_per_host = NonZeroU32::new(1000).expect("non-zero");
     config.rate_limit.max_wait = Duration::from_secs(10);
     config
+}
+
+/// A fresh directory under the target's temporary directory for one test
+/// proxy's CA.
+fn unique_ca_dir() -> std::path::PathBuf {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "proxy-ca-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
 }
 
 /// [`config`] with `f` applied.
