@@ -23,6 +23,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 pub use reload::{ReloadError, ReloadHandle, Reloaded};
+pub use service::repeated_segments;
 pub use state::{preflight, CaStatus, ProxyState, StateError};
 
 use crate::config::Config;
