@@ -50,6 +50,9 @@ pub enum OriginError {
     /// The host is not a valid DNS name or IP literal.
     #[error("invalid host `{0}`")]
     InvalidHost(String),
+    /// The port is not a number from 0 to 65535.
+    #[error("invalid port `{0}`")]
+    InvalidPort(String),
 }
 
 /// A normalised origin: lowercase host (IPv6 without brackets), explicit
@@ -87,23 +90,28 @@ impl Origin {
     ///
     /// # Errors
     ///
-    /// [`OriginError::NoHost`] or [`OriginError::InvalidHost`].
+    /// [`OriginError::NoHost`], [`OriginError::InvalidHost`] (also for a
+    /// bracketed host that is not an IPv6 literal) or
+    /// [`OriginError::InvalidPort`].
     pub fn from_authority(scheme: Scheme, authority: &Authority) -> Result<Origin, OriginError> {
-        let host = authority.host();
-        let host = host
-            .strip_prefix('[')
-            .and_then(|h| h.strip_suffix(']'))
-            .unwrap_or(host);
+        let written = authority.host();
+        let bracketed = written.strip_prefix('[').and_then(|h| h.strip_suffix(']'));
+        let host = bracketed.unwrap_or(written);
         if host.is_empty() {
             return Err(OriginError::NoHost);
         }
-        if !valid_host(host) {
-            return Err(OriginError::InvalidHost(host.to_string()));
+        // RFC 3986 §3.2.2: brackets hold an IP-literal, never a name.
+        let valid = match bracketed {
+            Some(inner) => inner.parse::<std::net::Ipv6Addr>().is_ok(),
+            None => valid_host(host),
+        };
+        if !valid {
+            return Err(OriginError::InvalidHost(written.to_string()));
         }
         Ok(Origin {
             scheme,
             host: host.to_ascii_lowercase(),
-            port: authority.port_u16().unwrap_or(scheme.default_port()),
+            port: port(authority)?.unwrap_or(scheme.default_port()),
         })
     }
 
@@ -142,6 +150,24 @@ impl Origin {
 impl fmt::Display for Origin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}://{}", self.scheme.as_str(), self.authority())
+    }
+}
+
+/// The port written after the host, `None` when there is none or it is
+/// empty (`host:` means the default, RFC 3986 §3.2.3). `http` accepts any
+/// characters there and `Authority::port_u16` then answers `None`, which
+/// would silently turn `host:99999` or `host:abc` into the default port.
+fn port(authority: &Authority) -> Result<Option<u16>, OriginError> {
+    // The authority parsed, so the host is a prefix of what follows any
+    // userinfo `@`.
+    let host_port = authority.as_str().rsplit('@').next().unwrap_or_default();
+    let after_host = host_port.get(authority.host().len()..).unwrap_or_default();
+    match after_host.strip_prefix(':') {
+        None | Some("") => Ok(None),
+        Some(written) => match written.parse::<u16>() {
+            Ok(port) if written.bytes().all(|b| b.is_ascii_digit()) => Ok(Some(port)),
+            _ => Err(OriginError::InvalidPort(written.to_string())),
+        },
     }
 }
 
@@ -197,6 +223,33 @@ mod tests {
             Err(OriginError::UnsupportedScheme("ftp".into()))
         );
         assert!(origin("http://exa$mple.com/").is_err());
+    }
+
+    #[test]
+    fn origin_rejects_malformed_ports_and_brackets() {
+        assert_eq!(
+            origin("http://example.com:99999/"),
+            Err(OriginError::InvalidPort("99999".into()))
+        );
+        assert_eq!(
+            origin("http://example.com:8o/"),
+            Err(OriginError::InvalidPort("8o".into()))
+        );
+        assert_eq!(
+            origin("http://example.com:+80/"),
+            Err(OriginError::InvalidPort("+80".into()))
+        );
+        assert_eq!(
+            origin("http://[example.com]/"),
+            Err(OriginError::InvalidHost("[example.com]".into()))
+        );
+        assert_eq!(
+            origin("http://[127.0.0.1]:8080/"),
+            Err(OriginError::InvalidHost("[127.0.0.1]".into()))
+        );
+        assert_eq!(origin("http://example.com:/").map(|o| o.port), Ok(80));
+        assert_eq!(origin("http://u:p@example.com:81/").map(|o| o.port), Ok(81));
+        assert_eq!(origin("https://[::1]:0/").map(|o| o.port), Ok(0));
     }
 
     #[test]

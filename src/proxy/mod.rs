@@ -23,6 +23,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 pub use reload::{ReloadError, ReloadHandle, Reloaded};
+pub use service::repeated_segments;
 pub use state::{preflight, CaStatus, ProxyState, StateError};
 
 use crate::config::Config;
@@ -206,10 +207,14 @@ impl Server {
             });
             // hyper's own head timer would also close idle keep-alive
             // connections; `idle::IdleIo` keeps the two limits apart.
+            // `max_buf_size` alone is not a head limit: one read can take
+            // the buffer past it and a head that then parses is accepted.
+            // `max_header_size` checks the parsed head itself (431).
             let connection = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(None)
                 .max_buf_size(state.max_header_bytes)
+                .max_header_size(state.max_header_bytes)
                 .serve_connection(TokioIo::new(io), service)
                 .with_upgrades();
             tokio::spawn(async move {
