@@ -154,6 +154,14 @@ pub fn build_client_with(
         .build(connector))
 }
 
+/// The client's own request body failed while it was being forwarded (bad
+/// chunking, a connection cut mid-body): the client's fault, not the
+/// origin's. The pipeline wraps client body errors in this type so the
+/// answer can say so (`400`, not `502`).
+#[derive(Debug, thiserror::Error)]
+#[error("the request body from the client broke off or was malformed: {0}")]
+pub struct ClientBodyError(#[source] pub hyper::Error);
+
 /// What went wrong talking to an origin, for choosing the answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum UpstreamFailure {
@@ -163,6 +171,8 @@ pub enum UpstreamFailure {
     Connect(String),
     /// Every address of the host is in `proxy.deny_destinations`.
     Denied(String),
+    /// The client's request body failed, not the origin.
+    ClientBody(String),
     /// The connection broke or the origin answered with invalid HTTP.
     Protocol(String),
 }
@@ -174,6 +184,9 @@ impl UpstreamFailure {
         let mut current: Option<&(dyn std::error::Error + 'static)> = Some(error);
         let mut connect = false;
         while let Some(e) = current {
+            if let Some(body) = e.downcast_ref::<ClientBodyError>() {
+                return UpstreamFailure::ClientBody(body.to_string());
+            }
             if let Some(denied @ DestinationError::Denied { .. }) =
                 e.downcast_ref::<DestinationError>()
             {
@@ -208,7 +221,7 @@ impl UpstreamFailure {
                 format!("the origin's TLS certificate failed verification: {why}")
             }
             UpstreamFailure::Connect(why) => format!("cannot connect to the origin: {why}"),
-            UpstreamFailure::Denied(why) => why.clone(),
+            UpstreamFailure::Denied(why) | UpstreamFailure::ClientBody(why) => why.clone(),
             UpstreamFailure::Protocol(why) => {
                 format!("the origin's answer broke off or was not valid HTTP: {why}")
             }

@@ -372,6 +372,7 @@ async fn intercept(
     };
     let activity = Activity::new();
     let io = IdleIo::new(tls, activity.clone(), state.timeouts);
+    let max_header_bytes = state.max_header_bytes;
     let live = scope.clone();
     let service = service_fn(move |request: Request<Incoming>| {
         // Per request, so a reload applies to the next decrypted request.
@@ -390,10 +391,13 @@ async fn intercept(
         }
     });
     let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    // hyper-util's builder has no head-size limit of its own; bounding the
+    // read buffer bounds the head (431 past it), as on the plain listener.
     builder
         .http1()
         .timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(None);
+        .header_read_timeout(None)
+        .max_buf_size(max_header_bytes);
     let connection = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
     let Some(scope) = scope else {
         if let Err(error) = connection.await {

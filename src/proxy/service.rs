@@ -18,7 +18,7 @@ use crate::fetch::{RobotsEntry, RobotsRules};
 use crate::origin::{Origin, OriginError};
 use crate::policy::destination::DestinationError;
 use crate::telemetry::{log_request, RequestRecord};
-use crate::upstream::{BoxError, ProxyBody, UpstreamFailure};
+use crate::upstream::{BoxError, ClientBodyError, ProxyBody, UpstreamFailure};
 
 /// How a request ended, for the log line and metrics.
 struct Outcome {
@@ -76,7 +76,7 @@ pub async fn serve_request(
     request: Request<Incoming>,
 ) -> Response<ProxyBody> {
     let started = Instant::now();
-    let request = request.map(|body| body.map_err(BoxError::from).boxed());
+    let request = request.map(|body| body.map_err(|e| BoxError::from(ClientBodyError(e))).boxed());
     let method = request.method().to_string();
     let url = request.uri().to_string();
     let mut agent = String::new();
@@ -220,6 +220,9 @@ async fn pipeline(
                 ForwardError::Timeout(waited) => Answer::UpstreamTimeout { origin, waited },
                 ForwardError::Failed(UpstreamFailure::Certificate(reason)) => {
                     Answer::UpstreamCertificate { origin, reason }
+                }
+                ForwardError::Failed(UpstreamFailure::ClientBody(reason)) => {
+                    Answer::BadRequest { reason }
                 }
                 ForwardError::Failed(failure) => Answer::UpstreamError {
                     origin,
