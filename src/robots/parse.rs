@@ -7,7 +7,7 @@ use super::agent::{is_global_agent, robots_value_token};
 use super::diagnostics::{Note, NoteKind};
 use super::escape::push_escaped;
 use super::lex::{Line, Lines, Record};
-use super::pattern::Shape;
+use super::pattern::Pattern;
 use super::{Group, RequestRate, RobotsTxt, Rule, RuleKind, Span};
 
 /// What a key means, after the reference's prefix and typo rules.
@@ -224,21 +224,24 @@ impl Builder {
             RuleKind::Allow => self.index_alternative(pattern),
             RuleKind::Disallow => None,
         };
-        let shape = Shape::of(self.out.bytes_at(pattern));
+        if let Some(alt) = index_alt {
+            self.out.index_alts.push((self.out.rules.len(), alt));
+        }
+        let pattern = self.compile(pattern);
         self.out.rules.push(Rule {
             kind,
-            pattern,
-            shape,
-            index_alt,
+            has_index_alt: index_alt.is_some(),
             line,
+            pattern,
         });
         self.out.groups[group].rules.end = self.out.rules.len();
         self.open = Some((group, true));
     }
 
     /// Google-specific: `Allow: /dir/index.htm...` also allows `/dir/`
-    /// exactly, as if `Allow: /dir/$` were written too.
-    fn index_alternative(&mut self, pattern: Span) -> Option<(Span, Shape)> {
+    /// exactly, as if `Allow: /dir/$` were written too. The alternative is
+    /// shorter than its pattern (the matcher relies on it).
+    fn index_alternative(&mut self, pattern: Span) -> Option<Pattern> {
         let bytes = self.out.bytes_at(pattern);
         let slash = memchr::memrchr(b'/', bytes)?;
         if !bytes[slash..].starts_with(b"/index.htm") {
@@ -253,7 +256,11 @@ impl Builder {
             start,
             len: slash + 2,
         };
-        Some((span, Shape::of(self.out.bytes_at(span))))
+        Some(self.compile(span))
+    }
+
+    fn compile(&mut self, pattern: Span) -> Pattern {
+        Pattern::compile(&self.out.text, pattern, &mut self.out.wildcards)
     }
 
     fn crawl_delay(&mut self, line: u32, value: &[u8]) {
