@@ -88,6 +88,14 @@ mod tests {
             ("http://example.com#frag/path", "/"),
             ("/a/b://c", "/a/b://c"),
             ("/foo/bar?baz=http://foo.bar", "/foo/bar?baz=http://foo.bar"),
+            ("/a#b", "/a"),
+            ("//a://b/c", "/c"),
+            ("://a/b", "/b"),
+            ("a:/b", "/b"),
+            ("a;b://c/d", "/;b://c/d"),
+            ("http://a?b#c", "/?b"),
+            ("http:///x", "/x"),
+            ("?a", "/?a"),
         ];
         for (url, want) in table {
             let got = path_params_query(url.as_bytes());
