@@ -127,6 +127,14 @@ pub struct Wildcards {
 }
 
 impl Wildcards {
+    /// Room for `patterns` patterns of a few segments each.
+    pub fn with_capacity(patterns: usize) -> Self {
+        Wildcards {
+            patterns: Vec::with_capacity(patterns),
+            segments: Vec::with_capacity(3 * patterns),
+        }
+    }
+
     /// Splits `body` (a pattern stored at `at` of the text, without its
     /// final `$`) at its `*`s, the first of which is at `star`.
     fn add(&mut self, at: usize, body: &[u8], star: usize, anchored: bool) -> usize {
