@@ -33,7 +33,11 @@ pub fn push_escaped(pattern: &[u8], out: &mut Vec<u8>) {
 }
 
 /// Most patterns are plain ASCII with no lower-case escapes: copy them as is.
+/// The common case (ASCII, no `%` at all) is decided with two bulk scans.
 fn needs_escaping(pattern: &[u8]) -> bool {
+    if pattern.is_ascii() && memchr::memchr(b'%', pattern).is_none() {
+        return false;
+    }
     pattern.iter().enumerate().any(|(i, &b)| {
         b >= 0x80
             || (b == b'%'

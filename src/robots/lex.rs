@@ -46,9 +46,16 @@ pub struct Line<'a> {
 
 /// Iterator over the lines of a robots.txt body.
 pub struct Lines<'a> {
-    rest: &'a [u8],
+    body: &'a [u8],
+    /// Start of the next line.
+    pos: usize,
     number: u32,
     done: bool,
+    /// Where the next NUL and the next `#` are (at or after `pos`, or
+    /// `body.len()`). Both are rare per line, so one search serves many
+    /// lines instead of one search per line.
+    nul: Cursor,
+    hash: Cursor,
 }
 
 impl<'a> Lines<'a> {
@@ -61,10 +68,40 @@ impl<'a> Lines<'a> {
             .take_while(|(a, b)| a == b)
             .count();
         Lines {
-            rest: &body[bom_len..],
+            body,
+            pos: bom_len,
             number: 0,
             done: false,
+            nul: Cursor::new(0, body, bom_len),
+            hash: Cursor::new(b'#', body, bom_len),
         }
+    }
+}
+
+/// The next occurrence of one byte, searched again only once passed.
+struct Cursor {
+    byte: u8,
+    at: usize,
+}
+
+impl Cursor {
+    fn new(byte: u8, body: &[u8], from: usize) -> Self {
+        let mut cursor = Cursor { byte, at: 0 };
+        cursor.search(body, from);
+        cursor
+    }
+
+    fn search(&mut self, body: &[u8], from: usize) {
+        self.at = memchr(self.byte, &body[from..]).map_or(body.len(), |i| from + i);
+    }
+
+    /// The first occurrence at or after `from`.
+    #[inline]
+    fn next_from(&mut self, body: &[u8], from: usize) -> usize {
+        if self.at < from {
+            self.search(body, from);
+        }
+        self.at
     }
 }
 
@@ -75,39 +112,39 @@ impl<'a> Iterator for Lines<'a> {
         if self.done {
             return None;
         }
-        let (raw, rest) = match memchr2(b'\n', b'\r', self.rest) {
-            Some(end) => {
-                let raw = &self.rest[..end];
+        let body = self.body;
+        let start = self.pos;
+        let end = match memchr2(b'\n', b'\r', &body[start..]) {
+            Some(len) => {
+                let end = start + len;
                 // CRLF is one line ending; a lone CR or LF is one too.
-                let skip = if self.rest[end] == b'\r' && self.rest.get(end + 1) == Some(&b'\n') {
-                    2
-                } else {
-                    1
-                };
-                (raw, &self.rest[end + skip..])
+                let crlf = body[end] == b'\r' && body.get(end + 1) == Some(&b'\n');
+                self.pos = end + 1 + usize::from(crlf);
+                end
             }
             None => {
                 // The last line is emitted even without a newline (and even
                 // when empty), as the reference does.
                 self.done = true;
-                (self.rest, &self.rest[self.rest.len()..])
+                self.pos = body.len();
+                body.len()
             }
         };
-        self.rest = rest;
         self.number += 1;
-        let (kept, truncated) = if raw.len() > MAX_LINE_LEN {
-            (&raw[..MAX_LINE_LEN], raw.len() - MAX_LINE_LEN)
+        let (kept_end, truncated) = if end - start > MAX_LINE_LEN {
+            (start + MAX_LINE_LEN, end - start - MAX_LINE_LEN)
         } else {
-            (raw, 0)
+            (end, 0)
         };
         // The reference handles a line as a C string: a NUL ends it.
-        let (content, had_nul) = match memchr(0, kept) {
-            Some(nul) => (&kept[..nul], true),
-            None => (kept, false),
-        };
+        let nul = self.nul.next_from(body, start);
+        let had_nul = nul < kept_end;
+        let content_end = nul.min(kept_end);
+        // A comment runs to the end of the line.
+        let comment = self.hash.next_from(body, start);
         Some(Line {
             number: self.number,
-            record: split_record(content),
+            record: split_record(&body[start..comment.min(content_end)]),
             truncated,
             had_nul,
         })
@@ -141,12 +178,9 @@ pub fn trim(mut s: &[u8]) -> &[u8] {
     s
 }
 
-/// Splits a line into key and value the way `GetKeyAndValueFrom` does.
+/// Splits a line, its comment already removed, into key and value the way
+/// `GetKeyAndValueFrom` does.
 fn split_record(line: &[u8]) -> Record<'_> {
-    let line = match memchr(b'#', line) {
-        Some(hash) => &line[..hash],
-        None => line,
-    };
     let line = trim(line);
     if line.is_empty() {
         return Record::Empty;
@@ -245,6 +279,33 @@ mod tests {
         );
         assert_eq!(records(b"a: b: c"), vec![(1, kv("a", "b: c"))]);
         assert_eq!(records(b": /x"), vec![(1, Record::NoSeparator)]);
+    }
+
+    #[test]
+    fn comments_and_nuls_found_once_for_many_lines() {
+        // The `#` and NUL searches are shared between lines: comments and
+        // NULs on some lines only, a `#` after a NUL, a `#` past the cut.
+        let mut body = b"a: 1 # c\nb: 2\nc: 3\0x # y\nd: #\n#\ne: 5\0\nf: 6".to_vec();
+        body.extend_from_slice(b"\ng: ");
+        body.extend(std::iter::repeat_n(b'x', MAX_LINE_LEN));
+        body.extend_from_slice(b"#\0\nh: 8");
+        let lines: Vec<Line<'_>> = Lines::new(&body).collect();
+        let got: Vec<(Record<'_>, bool)> = lines.iter().map(|l| (l.record, l.had_nul)).collect();
+        assert_eq!(
+            got[..7].to_vec(),
+            vec![
+                (kv("a", "1"), false),
+                (kv("b", "2"), false),
+                (kv("c", "3"), true),
+                (kv("d", ""), false),
+                (Record::Empty, false),
+                (kv("e", "5"), true),
+                (kv("f", "6"), false),
+            ]
+        );
+        assert!(!lines[7].had_nul);
+        assert_eq!(lines[7].truncated, 5);
+        assert_eq!(lines[8].record, kv("h", "8"));
     }
 
     #[test]

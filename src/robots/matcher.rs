@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::pattern::matches;
+use super::pattern::Path;
 use super::url::path_params_query;
 use super::{Group, RequestRate, RobotsTxt, RuleKind};
 
@@ -58,12 +58,8 @@ pub struct AgentRules<'a> {
 
 impl<'a> AgentRules<'a> {
     pub(super) fn new(robots: &'a RobotsTxt, agent: &[u8]) -> Self {
-        let scope = scope_for(robots, agent);
-        let groups = robots
-            .groups
-            .iter()
-            .filter(|g| group_applies(robots, g, agent, scope))
-            .collect();
+        let (scope, groups) = applicable(robots, agent);
+        let groups = groups.collect();
         AgentRules {
             robots,
             groups,
@@ -94,7 +90,7 @@ impl<'a> AgentRules<'a> {
             && !self.groups.iter().any(|g| {
                 self.robots.rules[g.rules.clone()]
                     .iter()
-                    .any(|r| r.kind == RuleKind::Allow && r.pattern.len > 0)
+                    .any(|r| r.kind == RuleKind::Allow && r.pattern.len() > 0)
             })
     }
 
@@ -128,11 +124,7 @@ pub(super) fn check<'a>(robots: &'a RobotsTxt, agent: &[u8], url: &[u8]) -> Verd
     if &*path == b"/robots.txt" {
         return robots_txt_itself();
     }
-    let scope = scope_for(robots, agent);
-    let groups = robots
-        .groups
-        .iter()
-        .filter(|g| group_applies(robots, g, agent, scope));
+    let (scope, groups) = applicable(robots, agent);
     decide(robots, groups, scope, &path)
 }
 
@@ -152,22 +144,30 @@ fn names_agent(robots: &RobotsTxt, group: &Group, agent: &[u8]) -> bool {
         .any(|span| robots.bytes_at(*span).eq_ignore_ascii_case(agent))
 }
 
-fn scope_for(robots: &RobotsTxt, agent: &[u8]) -> Scope {
-    if robots.groups.iter().any(|g| names_agent(robots, g, agent)) {
-        Scope::Specific
-    } else if robots.groups.iter().any(|g| g.global) {
-        Scope::Global
-    } else {
-        Scope::NoGroup
-    }
-}
-
-fn group_applies(robots: &RobotsTxt, group: &Group, agent: &[u8], scope: Scope) -> bool {
-    match scope {
-        Scope::Specific => names_agent(robots, group, agent),
-        Scope::Global => group.global,
-        Scope::NoGroup | Scope::RobotsTxt => false,
-    }
+/// The groups that apply to `agent` (RFC 9309 §2.2.1): those naming it if
+/// any does, else the `*` groups. Each group's agents are compared once:
+/// the search for the first naming group resumes where it stopped.
+fn applicable<'a, 'b>(
+    robots: &'a RobotsTxt,
+    agent: &'b [u8],
+) -> (Scope, impl Iterator<Item = &'a Group> + 'b)
+where
+    'a: 'b,
+{
+    let groups = &robots.groups;
+    let (scope, first) = match groups.iter().position(|g| names_agent(robots, g, agent)) {
+        Some(first) => (Scope::Specific, first),
+        None => match groups.iter().position(|g| g.global) {
+            Some(first) => (Scope::Global, first),
+            None => (Scope::NoGroup, groups.len()),
+        },
+    };
+    let (head, tail) = groups[first..].split_at(usize::from(first < groups.len()));
+    let rest = tail.iter().filter(move |g| match scope {
+        Scope::Specific => names_agent(robots, g, agent),
+        _ => g.global,
+    });
+    (scope, head.iter().chain(rest))
 }
 
 /// Best match of one kind: highest priority, earliest line on ties.
@@ -192,29 +192,37 @@ fn decide<'a, 'g>(
     scope: Scope,
     path: &[u8],
 ) -> Verdict<'a> {
+    let path = Path::new(path);
+    let (text, wildcards) = (&robots.text[..], &robots.wildcards);
     let mut best_allow = NO_MATCH;
     let mut best_disallow = NO_MATCH;
     for group in groups {
-        for index in group.rules.clone() {
-            let rule = &robots.rules[index];
-            let pattern = robots.bytes_at(rule.pattern);
-            let (priority, via_index_html) = if matches(rule.shape, pattern, path) {
-                (pattern.len() as i64, false)
-            } else if let Some((alt, shape)) = rule.index_alt {
-                let alt = robots.bytes_at(alt);
-                if matches(shape, alt, path) {
-                    (alt.len() as i64, true)
-                } else {
-                    continue;
-                }
-            } else {
+        let rules = &robots.rules[group.rules.clone()];
+        for (index, rule) in group.rules.clone().zip(rules) {
+            if !rule.pattern.may_match(path) && !rule.has_index_alt {
                 continue;
-            };
+            }
             let best = match rule.kind {
                 RuleKind::Allow => &mut best_allow,
                 RuleKind::Disallow => &mut best_disallow,
             };
-            // Strictly greater: the first line at a priority keeps it.
+            // Only a strictly longer pattern can displace the best of its
+            // kind (the first line at a priority keeps it), so most rules
+            // are skipped without matching. The index.htm alternative is
+            // always shorter than its pattern, so it is skipped too.
+            if rule.pattern.len() as i64 <= best.priority {
+                continue;
+            }
+            let (pattern, via_index_html) = if rule.pattern.matches(text, wildcards, path) {
+                (rule.pattern, false)
+            } else {
+                let alt = rule.has_index_alt.then(|| robots.index_alt(index));
+                match alt.flatten() {
+                    Some(alt) if alt.matches(text, wildcards, path) => (alt, true),
+                    _ => continue,
+                }
+            };
+            let priority = pattern.len() as i64;
             if priority > best.priority {
                 *best = Best {
                     priority,
@@ -239,10 +247,8 @@ fn decide<'a, 'g>(
         allowed: !disallowed,
         rule: winner.map(|best| {
             let rule = &robots.rules[best.rule];
-            let span = match (best.via_index_html, rule.index_alt) {
-                (true, Some((alt, _))) => alt,
-                _ => rule.pattern,
-            };
+            let alt = best.via_index_html.then(|| robots.index_alt(best.rule));
+            let span = alt.flatten().map_or(rule.pattern.span, |alt| alt.span);
             MatchedRule {
                 kind: rule.kind,
                 pattern: robots.str_at(span),

@@ -36,7 +36,7 @@ pub use url::path_params_query;
 use std::ops::Range;
 use std::time::Duration;
 
-use pattern::Shape;
+use pattern::{Pattern, Wildcards};
 
 /// A parsed robots.txt file, ready to answer many queries.
 #[derive(Debug, Clone, Default)]
@@ -45,6 +45,11 @@ pub struct RobotsTxt {
     text: Vec<u8>,
     groups: Vec<Group>,
     rules: Vec<Rule>,
+    /// Literal segments of the patterns with `*`.
+    wildcards: Wildcards,
+    /// The Google-specific `index.htm*` companion patterns (`<dir>/$`),
+    /// keyed and sorted by rule index. Rare, so kept out of [`Rule`].
+    index_alts: Vec<(usize, Pattern)>,
     agents: Vec<Span>,
     sitemaps: Vec<Span>,
     diagnostics: Vec<diagnostics::Note>,
@@ -117,11 +122,10 @@ struct Group {
 #[derive(Debug, Clone, Copy)]
 struct Rule {
     kind: RuleKind,
-    pattern: Span,
-    shape: Shape,
-    /// The Google-specific `index.htm*` companion pattern (`<dir>/$`).
-    index_alt: Option<(Span, Shape)>,
+    /// The rule has an entry in [`RobotsTxt::index_alts`].
+    has_index_alt: bool,
     line: u32,
+    pattern: Pattern,
 }
 
 impl RobotsTxt {
@@ -173,6 +177,11 @@ impl RobotsTxt {
     /// as often as they appear.
     pub fn named_agents(&self) -> impl Iterator<Item = &str> {
         self.agents.iter().map(|s| self.str_at(*s))
+    }
+
+    fn index_alt(&self, rule: usize) -> Option<Pattern> {
+        let at = self.index_alts.binary_search_by_key(&rule, |(r, _)| *r);
+        at.ok().map(|at| self.index_alts[at].1)
     }
 
     fn bytes_at(&self, span: Span) -> &[u8] {

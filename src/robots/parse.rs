@@ -7,7 +7,7 @@ use super::agent::{is_global_agent, robots_value_token};
 use super::diagnostics::{Note, NoteKind};
 use super::escape::push_escaped;
 use super::lex::{Line, Lines, Record};
-use super::pattern::Shape;
+use super::pattern::{Pattern, Wildcards};
 use super::{Group, RequestRate, RobotsTxt, Rule, RuleKind, Span};
 
 /// What a key means, after the reference's prefix and typo rules.
@@ -117,6 +117,10 @@ pub(super) fn parse(body: &[u8]) -> RobotsTxt {
     let mut builder = Builder {
         out: RobotsTxt {
             text: Vec::with_capacity(body.len() / 2),
+            // Real files hold about one rule per 50 bytes: reserving for
+            // one per 32 avoids most regrowth (each one copies every rule).
+            rules: Vec::with_capacity(body.len() / RULE_BYTES_ESTIMATE),
+            wildcards: Wildcards::with_capacity(body.len() / (4 * RULE_BYTES_ESTIMATE)),
             ..RobotsTxt::default()
         },
         open: None,
@@ -125,9 +129,16 @@ pub(super) fn parse(body: &[u8]) -> RobotsTxt {
         builder.line(line);
     }
     let mut out = builder.out;
+    // Shrinking in place is cheap; the parsed file may be kept for long.
     out.text.shrink_to_fit();
+    out.rules.shrink_to_fit();
+    out.wildcards.shrink_to_fit();
     out
 }
+
+/// Body bytes per rule assumed when reserving (see [`parse`]); about a
+/// quarter of the rules have a `*`.
+const RULE_BYTES_ESTIMATE: usize = 32;
 
 impl Builder {
     fn line(&mut self, line: Line<'_>) {
@@ -224,21 +235,24 @@ impl Builder {
             RuleKind::Allow => self.index_alternative(pattern),
             RuleKind::Disallow => None,
         };
-        let shape = Shape::of(self.out.bytes_at(pattern));
+        if let Some(alt) = index_alt {
+            self.out.index_alts.push((self.out.rules.len(), alt));
+        }
+        let pattern = self.compile(pattern);
         self.out.rules.push(Rule {
             kind,
-            pattern,
-            shape,
-            index_alt,
+            has_index_alt: index_alt.is_some(),
             line,
+            pattern,
         });
         self.out.groups[group].rules.end = self.out.rules.len();
         self.open = Some((group, true));
     }
 
     /// Google-specific: `Allow: /dir/index.htm...` also allows `/dir/`
-    /// exactly, as if `Allow: /dir/$` were written too.
-    fn index_alternative(&mut self, pattern: Span) -> Option<(Span, Shape)> {
+    /// exactly, as if `Allow: /dir/$` were written too. The alternative is
+    /// shorter than its pattern (the matcher relies on it).
+    fn index_alternative(&mut self, pattern: Span) -> Option<Pattern> {
         let bytes = self.out.bytes_at(pattern);
         let slash = memchr::memrchr(b'/', bytes)?;
         if !bytes[slash..].starts_with(b"/index.htm") {
@@ -253,7 +267,11 @@ impl Builder {
             start,
             len: slash + 2,
         };
-        Some((span, Shape::of(self.out.bytes_at(span))))
+        Some(self.compile(span))
+    }
+
+    fn compile(&mut self, pattern: Span) -> Pattern {
+        Pattern::compile(&self.out.text, pattern, &mut self.out.wildcards)
     }
 
     fn crawl_delay(&mut self, line: u32, value: &[u8]) {

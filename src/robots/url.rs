@@ -2,6 +2,8 @@
 //! (RFC 9309 §2.2.2: path, params and query; the reference's
 //! `GetPathParamsQuery`).
 
+use memchr::{memchr, memchr3};
+
 /// Returns the path, `;params` and `?query` of `url`, without scheme,
 /// authority or `#fragment`; `/` when there is no path.
 ///
@@ -12,20 +14,26 @@
 /// before the path yields `/`.
 pub fn path_params_query(url: &[u8]) -> std::borrow::Cow<'_, [u8]> {
     use std::borrow::Cow;
-    let search_start = if url.starts_with(b"//") { 2 } else { 0 };
-    let early_path = find_any(url, search_start, b"/?;");
-    let mut protocol_end = find_sub(url, search_start, b"://");
-    if early_path.lt_npos(protocol_end) {
-        protocol_end = None;
+    // The proxy passes origin-form targets: already a path (not `//`), it
+    // only loses its fragment.
+    if url.first() == Some(&b'/') && url.get(1) != Some(&b'/') {
+        return Cow::Borrowed(&url[..memchr(b'#', url).unwrap_or(url.len())]);
     }
-    let protocol_end = match protocol_end {
-        Some(p) => p + 3,
-        None => search_start,
+    let search_start = if url.starts_with(b"//") { 2 } else { 0 };
+    let early_path = find_path_char(url, search_start);
+    // The reference takes the first `://` as the scheme's end unless a `/`,
+    // `?` or `;` comes before it. Such a `://` starts one byte before the
+    // first of those (its `/`), so there is nothing to search for.
+    let protocol_end = early_path
+        .filter(|&at| at > search_start && url[at - 1] == b':' && url[at..].starts_with(b"//"));
+    let path_start = match protocol_end {
+        Some(slashes) => find_path_char(url, slashes + 2),
+        None => early_path,
     };
-    let Some(path_start) = find_any(url, protocol_end, b"/?;") else {
+    let Some(path_start) = path_start else {
         return Cow::Borrowed(b"/");
     };
-    let hash = memchr::memchr(b'#', &url[search_start..]).map(|h| h + search_start);
+    let hash = memchr(b'#', &url[search_start..]).map(|h| h + search_start);
     if matches!(hash, Some(h) if h < path_start) {
         return Cow::Borrowed(b"/");
     }
@@ -40,32 +48,9 @@ pub fn path_params_query(url: &[u8]) -> std::borrow::Cow<'_, [u8]> {
     Cow::Borrowed(path)
 }
 
-/// First index at or after `from` holding one of `set`. `None` sorts after
-/// every `Some`, like `npos` does in the reference.
-fn find_any(s: &[u8], from: usize, set: &[u8]) -> Option<usize> {
-    s.get(from..)?
-        .iter()
-        .position(|b| set.contains(b))
-        .map(|p| p + from)
-}
-
-fn find_sub(s: &[u8], from: usize, needle: &[u8]) -> Option<usize> {
-    memchr::memmem::find(s.get(from..)?, needle).map(|p| p + from)
-}
-
-/// `Option` ordering with `None` as "not found" = infinitely far.
-trait NposOrd {
-    fn lt_npos(self, other: Self) -> bool;
-}
-
-impl NposOrd for Option<usize> {
-    fn lt_npos(self, other: Self) -> bool {
-        match (self, other) {
-            (Some(a), Some(b)) => a < b,
-            (Some(_), None) => true,
-            _ => false,
-        }
-    }
+/// First index at or after `from` holding `/`, `?` or `;`.
+fn find_path_char(s: &[u8], from: usize) -> Option<usize> {
+    memchr3(b'/', b'?', b';', s.get(from..)?).map(|p| p + from)
 }
 
 #[cfg(test)]
@@ -103,6 +88,14 @@ mod tests {
             ("http://example.com#frag/path", "/"),
             ("/a/b://c", "/a/b://c"),
             ("/foo/bar?baz=http://foo.bar", "/foo/bar?baz=http://foo.bar"),
+            ("/a#b", "/a"),
+            ("//a://b/c", "/c"),
+            ("://a/b", "/b"),
+            ("a:/b", "/b"),
+            ("a;b://c/d", "/;b://c/d"),
+            ("http://a?b#c", "/?b"),
+            ("http:///x", "/x"),
+            ("?a", "/?a"),
         ];
         for (url, want) in table {
             let got = path_params_query(url.as_bytes());
