@@ -363,7 +363,10 @@ impl Metrics {
                     .or_else(|| header(LINE).and_then(|l| l.parse().ok())),
             }
         });
-        let host = request_host(r.method, r.url);
+        let host = r
+            .host
+            .map(str::to_owned)
+            .or_else(|| request_host(r.method, r.url));
         let mut activity = self.lock();
         if let Some(host) = host {
             let entry = activity.hosts.get_or_insert_mut(host, || HostActivity {
@@ -706,6 +709,7 @@ mod tests {
         m.record(
             &RequestRecord {
                 client: "127.0.0.1:5000".parse().expect("addr"),
+                host: None,
                 user: None,
                 method: "GET",
                 url,

@@ -145,6 +145,9 @@ pub struct RequestRecord<'a> {
     pub method: &'a str,
     /// The request target.
     pub url: &'a str,
+    /// The target's host (the pacing key), when the request got that far;
+    /// saves the metrics from parsing `url` again.
+    pub host: Option<&'a str>,
     /// The product token matched against robots.txt (empty if none yet).
     pub agent: &'a str,
     /// `allowed`, `disallowed`, `identity`, `pacing`, ... A fixed word of the

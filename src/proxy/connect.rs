@@ -111,6 +111,7 @@ pub async fn handle(
         }
     };
     let record = RequestRecord {
+        host: None,
         client,
         user: user.as_deref(),
         method: "CONNECT",

@@ -37,29 +37,39 @@ const IDENTITY: [HeaderName; 2] = [header::USER_AGENT, header::FROM];
 /// (except [`IDENTITY`]). `Upgrade` goes too unless `keep_upgrade` (a WebSocket
 /// handshake keeps `Connection: upgrade` and `Upgrade`).
 pub fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: bool) {
-    // Most messages have no `Connection` field: no list to build.
-    let named: Vec<HeaderName> = if headers.contains_key(header::CONNECTION) {
-        headers
+    // One pass over the (few) field names finds what to remove; most
+    // messages carry none of these, and a lookup per listed name would hash
+    // every one of them twice a request.
+    let mut doomed: Vec<HeaderName> = Vec::new();
+    let mut has_connection = false;
+    for name in headers.keys() {
+        if name == header::CONNECTION {
+            has_connection = true;
+        }
+        let upgrade_field = name == header::CONNECTION || name == header::UPGRADE;
+        let hop = HOP_BY_HOP.contains(name) || name == header::UPGRADE;
+        if hop && !(keep_upgrade && upgrade_field) {
+            doomed.push(name.clone());
+        }
+    }
+    if has_connection {
+        let named = headers
             .get_all(header::CONNECTION)
             .iter()
             .filter_map(|v| v.to_str().ok())
             .flat_map(|v| v.split(','))
             .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
             .filter(|name| !IDENTITY.contains(name))
-            .collect()
-    } else {
-        Vec::new()
-    };
-    for name in named.iter().chain(HOP_BY_HOP.iter()) {
-        if keep_upgrade && (name == header::CONNECTION || name == header::UPGRADE) {
-            continue;
-        }
+            .filter(|name| {
+                !(keep_upgrade && (name == header::CONNECTION || name == header::UPGRADE))
+            });
+        doomed.extend(named);
+    }
+    for name in &doomed {
         headers.remove(name);
     }
     if keep_upgrade {
         headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
-    } else {
-        headers.remove(header::UPGRADE);
     }
 }
 

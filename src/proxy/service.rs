@@ -80,14 +80,17 @@ pub async fn serve_request(
     let method = request.method().to_string();
     let url = request.uri().to_string();
     let mut agent = String::new();
-    let (response, outcome) = match pipeline(&state, &mut context, request, &mut agent).await {
-        Ok((response, outcome)) => (response, outcome),
-        Err(refusal) => {
-            let (answer, outcome) = *refusal;
-            (answer.into_response(), outcome)
-        }
-    };
+    let mut host = String::new();
+    let (response, outcome) =
+        match pipeline(&state, &mut context, request, &mut agent, &mut host).await {
+            Ok((response, outcome)) => (response, outcome),
+            Err(refusal) => {
+                let (answer, outcome) = *refusal;
+                (answer.into_response(), outcome)
+            }
+        };
     let record = RequestRecord {
+        host: (!host.is_empty()).then_some(host.as_str()),
         client: context.addr,
         user: context.user.as_deref(),
         method: &method,
@@ -116,6 +119,7 @@ async fn pipeline(
     context: &mut ClientContext,
     mut request: Request<ProxyBody>,
     agent_out: &mut String,
+    host_out: &mut String,
 ) -> Result<(Response<ProxyBody>, Outcome), Refusal> {
     // 1. The client's address was checked at accept; its credentials here.
     if !context.tunneled {
@@ -123,6 +127,7 @@ async fn pipeline(
     }
     // 2. Parse the target; refuse denied destinations and crawler traps.
     let origin = target_origin(state, &request)?;
+    host_out.push_str(&origin.host);
     check_destination(state, &origin).await?;
     check_path_repeats(state, request.uri().path())?;
     // 3. Identity: reject, fill in, or pass (may add headers).

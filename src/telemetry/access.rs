@@ -201,6 +201,7 @@ mod tests {
     fn record(url: &str) -> RequestRecord<'_> {
         RequestRecord {
             client: "127.0.0.1:40000".parse().unwrap(),
+            host: None,
             user: None,
             method: "GET",
             url,
