@@ -61,8 +61,8 @@ RG_BIN=${RG_BIN:-$TARGET_DIR/release/robots-guard}
 TOOLS=${TOOLS:-$TARGET_DIR/bench-tools}
 ((NEWHOSTS <= 200)) || { echo "NEWHOSTS must be at most 200" >&2; exit 2; }
 
-log() { printf '[%(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
-die() { log "error: $*"; exit 1; }
+# shellcheck source=bench/common.sh
+source "$BENCH/common.sh"
 
 # --- tools --------------------------------------------------------------------------
 export PATH=$PATH:/usr/sbin:/sbin
@@ -120,37 +120,8 @@ WORK=$(mktemp -d /tmp/rg-httpsbench.XXXXXX)
 chmod 755 "$WORK"
 PIDS=()
 
-stop_pid() {
-    local pid=$1
-    kill -TERM "$pid" 2>/dev/null || return 0
-    for _ in $(seq 50); do
-        kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null || true; return 0; }
-        sleep 0.1
-    done
-    kill -KILL "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-}
-
-cleanup() {
-    local pid
-    for pid in "${PIDS[@]}"; do stop_pid "$pid"; done
-    rm -rf "$WORK"
-}
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
-# fill TEMPLATE DEST key=value...
-fill() {
-    local template=$1 dest=$2
-    shift 2
-    local expr=()
-    for kv in "$@"; do expr+=(-e "s|@${kv%%=*}@|${kv#*=}|g"); done
-    sed "${expr[@]}" "$template" >"$dest"
-}
 
 # Prefixes that pin a command (taskset execs it, so $! is the server's own pid).
 PIN0=() PIN1=()
@@ -158,14 +129,6 @@ if [[ $PIN == 1 ]]; then PIN0=(taskset -c 0) PIN1=(taskset -c 1); fi
 # oha's tokio threads: 1 when it has one CPU, else one per CPU.
 if [[ $PIN == 1 ]]; then OHA_THREADS=${OHA_THREADS:-1}; else OHA_THREADS=${OHA_THREADS:-$(nproc)}; fi
 
-wait_port() {
-    local port=$1
-    for _ in $(seq 150); do
-        (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && return 0
-        sleep 0.1
-    done
-    return 1
-}
 
 # --- throwaway CAs ---------------------------------------------------------------------
 # make_ca DIR NAME: DIR/NAME.pem + DIR/NAME.key, an ECDSA P-256 CA valid for 2 days.
@@ -215,7 +178,7 @@ fill "$BENCH/nginx-tls.conf" "$ODIR/nginx.conf" DIR="$ODIR" PORT="$ORIGIN_PORT" 
 "${PIN0[@]}" nginx -p "$ODIR" -c "$ODIR/nginx.conf" 2>"$ODIR/stderr" &
 ORIGIN_PID=$!
 PIDS+=("$ORIGIN_PID")
-wait_port "$ORIGIN_PORT" || die "nginx did not start: $(cat "$ODIR/stderr" "$ODIR/nginx-error.log" 2>/dev/null)"
+wait_port "$ORIGIN_PORT" 150 || die "nginx did not start: $(cat "$ODIR/stderr" "$ODIR/nginx-error.log" 2>/dev/null)"
 ORIGIN_URL=https://127.0.0.1:$ORIGIN_PORT/page
 code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 --cacert "$ORIGIN_CA" "$ORIGIN_URL" || true)
 [[ $code == 200 ]] || die "origin answered $code to a probe"
@@ -281,7 +244,7 @@ start_target() {
     esac
     TPID=$!
     PIDS+=("$TPID")
-    if ! wait_port "$TPORT"; then
+    if ! wait_port "$TPORT" 150; then
         tail -n 5 "$dir"/*.log "$dir"/std* >&2 || true
         die "$name did not start"
     fi

@@ -40,8 +40,8 @@ INSTALL=${INSTALL:-1}
 TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 RG_BIN=${RG_BIN:-$TARGET_DIR/release/robots-guard}
 
-log() { printf '[%(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
-die() { log "error: $*"; exit 1; }
+# shellcheck source=bench/common.sh
+source "$BENCH/common.sh"
 
 # --- tools --------------------------------------------------------------------------
 need_install=()
@@ -76,50 +76,13 @@ WORK=$(mktemp -d /tmp/rg-loadbench.XXXXXX)
 chmod 755 "$WORK"
 PIDS=()
 
-stop_pid() {
-    local pid=$1
-    kill -TERM "$pid" 2>/dev/null || return 0
-    for _ in $(seq 50); do
-        kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null || true; return 0; }
-        sleep 0.1
-    done
-    kill -KILL "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-}
-
-cleanup() {
-    local pid
-    for pid in "${PIDS[@]}"; do stop_pid "$pid"; done
-    rm -rf "$WORK"
-}
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
-# fill TEMPLATE DEST key=value...
-fill() {
-    local template=$1 dest=$2
-    shift 2
-    local expr=()
-    for kv in "$@"; do expr+=(-e "s|@${kv%%=*}@|${kv#*=}|g"); done
-    sed "${expr[@]}" "$template" >"$dest"
-}
 
 # Prefixes that pin a command (taskset execs it, so $! is the server's own pid).
 PIN0=() PIN1=()
 if [[ $PIN == 1 ]]; then PIN0=(taskset -c 0) PIN1=(taskset -c 1); fi
 
-wait_port() {
-    local port=$1
-    for _ in $(seq 100); do
-        (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && return 0
-        sleep 0.1
-    done
-    return 1
-}
 
 # --- origin ----------------------------------------------------------------------------
 ORIGIN_PORT=$(free_port)
