@@ -77,7 +77,8 @@ pub async fn serve_request(
 ) -> Response<ProxyBody> {
     let started = Instant::now();
     let request = request.map(|body| body.map_err(|e| BoxError::from(ClientBodyError(e))).boxed());
-    let method = request.method().to_string();
+    // Standard methods clone without allocating.
+    let method = request.method().clone();
     let url = request.uri().to_string();
     let mut agent = String::new();
     let mut host = String::new();
@@ -93,7 +94,7 @@ pub async fn serve_request(
         host: (!host.is_empty()).then_some(host.as_str()),
         client: context.addr,
         user: context.user.as_deref(),
-        method: &method,
+        method: method.as_str(),
         url: &url,
         agent: &agent,
         verdict: outcome.verdict,
