@@ -108,6 +108,23 @@ impl DestinationPolicy {
         self.deny.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
+    /// Should a request to `host` be refused? Yes when every address it
+    /// resolves to is denied. A name that does not resolve is not refused
+    /// here: it fails where it is fetched. Without rules, or for an allowed
+    /// IP literal, no lookup (and no allocation) happens.
+    pub async fn denies(&self, host: &str) -> bool {
+        if !self.has_rules() {
+            return false;
+        }
+        if let Ok(ip) = host.parse::<IpAddr>() {
+            return self.is_denied(ip);
+        }
+        matches!(
+            self.resolve(host).await,
+            Err(DestinationError::Denied { .. })
+        )
+    }
+
     /// The allowed addresses of `host` (a name or an IP literal).
     ///
     /// # Errors

@@ -27,7 +27,6 @@ use crate::config::TlsMode;
 use crate::fetch::RobotsRules;
 use crate::metrics::ConnectionKind;
 use crate::origin::{Origin, Scheme};
-use crate::policy::destination::DestinationError;
 use crate::telemetry::{log_request, RequestRecord};
 use crate::upstream::ProxyBody;
 
@@ -196,7 +195,7 @@ async fn decide(
             "loop",
         ));
     }
-    if let Err(DestinationError::Denied { .. }) = state.destinations.resolve(&origin.host).await {
+    if state.destinations.denies(&origin.host).await {
         return Err((
             Answer::DestinationDenied {
                 host: origin.host.clone(),

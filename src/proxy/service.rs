@@ -16,7 +16,6 @@ use super::response::Answer;
 use super::state::ProxyState;
 use crate::fetch::{RobotsEntry, RobotsRules};
 use crate::origin::{Origin, OriginError};
-use crate::policy::destination::DestinationError;
 use crate::telemetry::{log_request, RequestRecord};
 use crate::upstream::{BoxError, ClientBodyError, ProxyBody, UpstreamFailure};
 
@@ -327,24 +326,15 @@ fn authenticate(state: &ProxyState, headers: &http::HeaderMap) -> Result<Option<
 /// after DNS resolution. A name that does not resolve passes here and fails
 /// where it is fetched (as an unreachable robots.txt or a 502).
 async fn check_destination(state: &ProxyState, origin: &Origin) -> Result<(), Refusal> {
-    if !state.destinations.has_rules() {
-        return Ok(());
-    }
-    // IP literals need no lookup (and no allocation).
-    if let Ok(ip) = origin.host.parse::<std::net::IpAddr>() {
-        if !state.destinations.is_denied(ip) {
-            return Ok(());
-        }
-    }
-    match state.destinations.resolve(&origin.host).await {
-        Err(DestinationError::Denied { .. }) => Err(refuse(
+    if state.destinations.denies(&origin.host).await {
+        return Err(refuse(
             Answer::DestinationDenied {
                 host: origin.host.clone(),
             },
             Outcome::refused("destination-denied"),
-        )),
-        Ok(_) | Err(DestinationError::Lookup { .. }) => Ok(()),
+        ));
     }
+    Ok(())
 }
 
 /// Refuses crawler-trap paths (`/a/b/a/b/a/b/a/b`).
