@@ -5,26 +5,14 @@
 mod support;
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
 use support::origin::{Reply, TestOrigin};
 
 const BIN: &str = env!("CARGO_BIN_EXE_robots-guard");
-
-fn temp_dir() -> PathBuf {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
-        "cli-lifecycle-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
-}
 
 /// Runs `robots-guard check-config --config PATH`: (exit code, stdout, stderr).
 fn check_config(path: &Path) -> (i32, String, String) {
@@ -43,7 +31,7 @@ fn check_config(path: &Path) -> (i32, String, String) {
 
 #[test]
 fn check_config_accepts_a_good_file_and_creates_nothing() {
-    let dir = temp_dir();
+    let dir = support::temp_dir("cli-lifecycle");
     let path = dir.join("good.toml");
     let cert = dir.join("ca.pem");
     let key = dir.join("ca.key");
@@ -89,7 +77,7 @@ fn check_config_accepts_a_good_file_and_creates_nothing() {
 
 #[test]
 fn check_config_reports_file_line_key_and_accepted_values() {
-    let dir = temp_dir();
+    let dir = support::temp_dir("cli-lifecycle");
     let path = dir.join("bad.toml");
     std::fs::write(&path, "[identity]\n\nuser_agent = \"sometimes\"\n").unwrap();
     let (code, out, err) = check_config(&path);
@@ -123,7 +111,7 @@ fn check_config_reports_file_line_key_and_accepted_values() {
 
 #[test]
 fn check_config_loads_the_files_the_config_names() {
-    let dir = temp_dir();
+    let dir = support::temp_dir("cli-lifecycle");
     let path = dir.join("files.toml");
     let not_pem = dir.join("roots.pem");
     std::fs::write(&not_pem, "not a certificate\n").unwrap();
@@ -277,7 +265,7 @@ async fn serve_with_json_logs_reloads_on_sighup_and_drains_on_sigterm() {
         }
     })
     .await;
-    let dir = temp_dir();
+    let dir = support::temp_dir("cli-lifecycle");
     let config = dir.join("config.toml");
     let access = dir.join("access.jsonl");
     let write = |identity: &str, extra: &str| {

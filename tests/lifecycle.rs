@@ -5,7 +5,6 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -54,17 +53,6 @@ impl Drop for Proxy {
     }
 }
 
-fn temp_dir() -> PathBuf {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
-        "lifecycle-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
-}
-
 /// A config file for tests: loopback port 0, no pacing delay, tunnel mode
 /// (no CA needed), and `extra` sections. `[identity]` is left to `extra`.
 fn write_config(dir: &Path, extra: &str) -> PathBuf {
@@ -80,7 +68,7 @@ fn write_config(dir: &Path, extra: &str) -> PathBuf {
 }
 
 async fn start_proxy(extra: &str) -> Proxy {
-    let dir = temp_dir();
+    let dir = support::temp_dir("lifecycle");
     let path = write_config(&dir, extra);
     let config = Config::load(&path).expect("test config is valid");
     start_with(config, dir).await
@@ -215,7 +203,7 @@ async fn drain_closes_idle_keep_alive_connections_at_once() {
 #[tokio::test]
 async fn drain_timeout_cuts_a_request_still_running() {
     let origin = origin(Duration::from_secs(30)).await;
-    let dir = temp_dir();
+    let dir = support::temp_dir("lifecycle");
     let mut config =
         Config::load(&write_config(&dir, "[identity]\nuser_agent = \"pass\"\n")).expect("config");
     config.proxy.drain_timeout = Duration::from_millis(300);
@@ -384,7 +372,7 @@ async fn intercepted(proxy: &Proxy, port: u16) -> SendRequest<Empty<Bytes>> {
 
 /// A proxy in intercept mode trusting `ca` upstream, for an origin on `port`.
 async fn intercepting_proxy(ca: &support::origin::TestCa, port: u16, user_agent: &str) -> Proxy {
-    let dir = temp_dir();
+    let dir = support::temp_dir("lifecycle");
     let roots = ca.pem_file();
     let settings = format!(
         "[proxy]\nlisten = \"127.0.0.1:0\"\n[identity]\nuser_agent = \"{user_agent}\"\n\

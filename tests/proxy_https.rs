@@ -7,7 +7,6 @@
 mod support;
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -40,19 +39,8 @@ impl Drop for Proxy {
     }
 }
 
-fn temp_dir() -> PathBuf {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
-        "https-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
-}
-
 async fn start_proxy(configure: impl FnOnce(&mut Config)) -> Proxy {
-    let dir = temp_dir();
+    let dir = support::temp_dir("https");
     let mut config = Config::default();
     config.proxy.listen = "127.0.0.1:0".parse().expect("addr");
     config.rate_limit.default_delay = std::time::Duration::ZERO;

@@ -83,3 +83,18 @@ pub fn fetcher(settings: FetchSettings) -> RobotsFetcher {
 pub fn cache(settings: FetchSettings) -> RobotsCache {
     RobotsCache::new(fetcher(settings))
 }
+
+/// A fresh, empty directory under the target's temporary directory, unique
+/// per process and call (`prefix-PID-N`), for one test's files.
+pub fn temp_dir(prefix: &str) -> PathBuf {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create a test directory");
+    dir
+}

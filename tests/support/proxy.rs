@@ -45,7 +45,7 @@ pub fn config() -> Config {
     // Each proxy gets its own interception CA: tests run in parallel, and
     // the default `certs/` path would have them race to create one (and
     // would write into the repository).
-    let dir = unique_ca_dir();
+    let dir = super::temp_dir("proxy-ca");
     config.tls.ca_cert = dir.join("ca.pem");
     config.tls.ca_key = dir.join("ca.key");
     config.proxy.upstream_connect_timeout = Duration::from_secs(2);
@@ -57,20 +57,6 @@ pub fn config() -> Config {
     config.rate_limit.max_per_host = NonZeroU32::new(1000).expect("non-zero");
     config.rate_limit.max_wait = Duration::from_secs(10);
     config
-}
-
-/// A fresh directory under the target's temporary directory for one test
-/// proxy's CA.
-fn unique_ca_dir() -> std::path::PathBuf {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
-        "proxy-ca-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
 }
 
 /// [`config`] with `f` applied.
