@@ -2,34 +2,13 @@
 
 use std::process::Command;
 
-fn robots_file(body: &str) -> tempfile_path::TempFile {
-    tempfile_path::TempFile::new(body)
-}
+mod support;
 
-/// A file under the target directory, removed on drop; enough for these
-/// tests without another dependency.
-mod tempfile_path {
-    use std::path::PathBuf;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    pub struct TempFile(pub PathBuf);
-
-    impl TempFile {
-        pub fn new(body: &str) -> TempFile {
-            static NEXT: AtomicUsize = AtomicUsize::new(0);
-            let n = NEXT.fetch_add(1, Ordering::Relaxed);
-            let path =
-                std::env::temp_dir().join(format!("rg-check-{}-{n}.txt", std::process::id()));
-            std::fs::write(&path, body).expect("write temp robots.txt");
-            TempFile(path)
-        }
-    }
-
-    impl Drop for TempFile {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_file(&self.0);
-        }
-    }
+/// Writes `body` to a fresh robots.txt under the target's temp directory.
+fn robots_file(body: &str) -> std::path::PathBuf {
+    let path = support::temp_dir("cli-check").join("robots.txt");
+    std::fs::write(&path, body).expect("write temp robots.txt");
+    path
 }
 
 fn check(args: &[&str]) -> (i32, String, String) {
@@ -50,7 +29,7 @@ fn cli_exit_codes_and_lines() {
     let file = robots_file(
         "User-agent: *\nDisallow: /private\n\nUser-agent: FooBot\nDisallow: /foo-only\n",
     );
-    let path = file.0.to_str().expect("utf-8 temp path");
+    let path = file.to_str().expect("utf-8 temp path");
 
     let (code, out, _) = check(&[
         "--robots",
@@ -115,7 +94,7 @@ fn cli_errors_exit_2() {
 #[test]
 fn cli_explain_prints_diagnostics() {
     let file = robots_file("User-agent: *\nDisalow: /x\nCrawl-delay: 3\nnonsense here too\n");
-    let path = file.0.to_str().expect("utf-8 temp path");
+    let path = file.to_str().expect("utf-8 temp path");
     let (code, out, _) = check(&["--robots", path, "--agent", "X", "--explain", "/x"]);
     assert_eq!(code, 1);
     assert!(
