@@ -350,7 +350,7 @@ async fn intercept(
     let config = minter.server_config(authority.host());
     let acceptor = tokio_rustls::TlsAcceptor::from(config);
     let tls = match tokio::time::timeout(
-        state.header_read_timeout,
+        state.timeouts.head,
         acceptor.accept(TokioIo::new(upgraded)),
     )
     .await

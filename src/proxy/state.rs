@@ -59,9 +59,8 @@ pub struct ProxyState {
     pub minter: Option<Arc<LeafMinter>>,
     /// `proxy.upstream_connect_timeout`, for tunnels.
     pub connect_timeout: Duration,
-    /// `proxy.header_read_timeout`, also the client TLS handshake limit.
-    pub header_read_timeout: Duration,
-    /// Idle and head timeouts for connections decrypted from tunnels.
+    /// `proxy.idle_timeout` and `proxy.header_read_timeout` (the latter also
+    /// bounds a client's TLS handshake after CONNECT).
     pub timeouts: super::idle::Timeouts,
     /// The configured identity's product token, for tunnel-mode CONNECTs
     /// that name no agent.
@@ -287,7 +286,6 @@ impl ProxyState {
             connect_ports: config.tls.connect_ports.clone(),
             minter,
             connect_timeout: config.proxy.upstream_connect_timeout,
-            header_read_timeout: config.proxy.header_read_timeout,
             timeouts: super::idle::Timeouts {
                 idle: config.proxy.idle_timeout,
                 head: config.proxy.header_read_timeout,
