@@ -149,6 +149,10 @@ pub struct ProxyConfig {
     /// once). Default 30 s.
     #[serde(deserialize_with = "de::duration")]
     pub drain_timeout: Duration,
+    /// Worker threads serving clients, each with its own event loop, accept queue share
+    /// and upstream connection pools, so a request is handled on one thread from accept
+    /// to answer. 0 (the default) starts one per CPU core.
+    pub workers: usize,
 }
 
 impl Default for ProxyConfig {
@@ -172,6 +176,7 @@ impl Default for ProxyConfig {
             ],
             max_path_repeats: 3,
             drain_timeout: Duration::from_secs(30),
+            workers: 0,
         }
     }
 }
@@ -915,7 +920,7 @@ mod tests {
             .values()
             .map(|section| section.as_table().map_or(0, |t| t.len()))
             .sum();
-        assert_eq!(count, 12 + 4 + 10 + 7 + 5 + 1 + 4 + 2);
+        assert_eq!(count, 13 + 4 + 10 + 7 + 5 + 1 + 4 + 2);
         assert!(text.contains("# robot_name = "));
     }
 

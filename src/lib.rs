@@ -13,3 +13,4 @@ pub mod robots;
 pub mod telemetry;
 pub mod tls;
 pub mod upstream;
+pub mod worker;

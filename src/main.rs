@@ -137,7 +137,12 @@ fn serve(config_path: &std::path::Path) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let runtime = match tokio::runtime::Runtime::new() {
+    // The control runtime: admin listener, signals, reloads and the drain.
+    // Clients are served on the proxy's own worker threads (`Server::run`).
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("robots-guard: cannot start the async runtime: {e}");
@@ -164,6 +169,7 @@ fn serve(config_path: &std::path::Path) -> ExitCode {
         tracing::info!(
             listen = %server.local_addr(),
             admin = %admin.local_addr(),
+            workers = server.workers().get(),
             config = %config_path.display(),
             "robots-guard proxy ready; set HTTP_PROXY=http://{}; status page http://{}/",
             server.local_addr(),
@@ -175,11 +181,7 @@ fn serve(config_path: &std::path::Path) -> ExitCode {
             server.reload_handle(),
             config_path.to_path_buf(),
         ));
-        // On a worker thread, not the thread blocked in `block_on`: each
-        // accepted connection is then spawned without a cross-thread wake-up.
-        if let Err(error) = tokio::spawn(server.run(shutdown_signal())).await {
-            tracing::error!(%error, "the proxy task failed");
-        }
+        server.run(shutdown_signal()).await;
         admin.abort();
         tracing::info!("robots-guard stopped");
         ExitCode::SUCCESS

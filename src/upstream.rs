@@ -1,5 +1,6 @@
-//! The pooled client that talks to origins: for forwarded requests and for
-//! robots.txt fetches alike, so both share connections and TLS settings.
+//! The pooled clients that talk to origins: for forwarded requests and for
+//! robots.txt fetches alike, so both share connections and TLS settings
+//! (one pool per worker thread, see [`UpstreamPools`]).
 //!
 //! Upstream TLS is verified against the Mozilla roots (webpki-roots) plus
 //! the PEM files of `tls.extra_roots`; nothing here can turn verification
@@ -132,6 +133,14 @@ pub fn build_client_with(
     settings: &UpstreamSettings,
     destinations: Arc<DestinationPolicy>,
 ) -> Result<UpstreamClient, UpstreamError> {
+    Ok(client_on(connector(settings, destinations)?, settings))
+}
+
+/// The connector stack for `settings`, resolving through `destinations`.
+fn connector(
+    settings: &UpstreamSettings,
+    destinations: Arc<DestinationPolicy>,
+) -> Result<Connector, UpstreamError> {
     // hyper-rustls sets ALPN itself from `enable_http1`/`enable_http2` below
     // and panics if the config already has protocols.
     let tls = client_tls_config(&settings.extra_roots)?;
@@ -143,15 +152,68 @@ pub fn build_client_with(
         .with_tls_config(tls)
         .https_or_http()
         .enable_http1();
-    let connector = if settings.http2 {
+    Ok(if settings.http2 {
         builder.enable_http2().wrap_connector(http)
     } else {
         builder.wrap_connector(http)
-    };
-    Ok(Client::builder(TokioExecutor::new())
+    })
+}
+
+/// A client with its own connection pool over `connector`.
+fn client_on(connector: Connector, settings: &UpstreamSettings) -> UpstreamClient {
+    Client::builder(TokioExecutor::new())
         .pool_idle_timeout(settings.pool_idle_timeout)
         .pool_max_idle_per_host(64)
-        .build(connector))
+        .build(connector)
+}
+
+/// One pooled client per proxy worker thread ([`crate::worker`]).
+///
+/// A pooled connection is driven by a task on the runtime that opened it.
+/// Were the pool shared, a request on one worker would often ride a
+/// connection driven by another, and every exchange would cost two
+/// cross-thread wake-ups; with a pool per worker a request, its upstream
+/// exchange and its answer stay on one thread. The price is that each
+/// worker opens its own connections to an origin.
+#[derive(Clone)]
+pub struct UpstreamPools {
+    clients: Arc<[UpstreamClient]>,
+}
+
+impl UpstreamPools {
+    /// `workers` clients sharing one connector (and so one TLS
+    /// configuration and DNS filter), each with its own pool.
+    ///
+    /// # Errors
+    ///
+    /// See [`client_tls_config`].
+    pub fn build(
+        settings: &UpstreamSettings,
+        destinations: Arc<DestinationPolicy>,
+        workers: std::num::NonZeroUsize,
+    ) -> Result<UpstreamPools, UpstreamError> {
+        let connector = connector(settings, destinations)?;
+        let clients = (0..workers.get())
+            .map(|_| client_on(connector.clone(), settings))
+            .collect();
+        Ok(UpstreamPools { clients })
+    }
+
+    /// The client of the worker thread this runs on.
+    pub fn current(&self) -> &UpstreamClient {
+        // Never empty: built from a NonZeroUsize.
+        &self.clients[crate::worker::current() % self.clients.len()]
+    }
+}
+
+impl From<UpstreamClient> for UpstreamPools {
+    /// One pool shared by every thread (for tools and tests that run no
+    /// workers).
+    fn from(client: UpstreamClient) -> Self {
+        UpstreamPools {
+            clients: Arc::new([client]),
+        }
+    }
 }
 
 /// The client's own request body failed while it was being forwarded (bad
@@ -259,6 +321,37 @@ mod tests {
             UpstreamFailure::classify(&outer),
             UpstreamFailure::Certificate(why) if why.contains("UnknownIssuer")
         ));
+    }
+
+    #[test]
+    fn each_worker_thread_gets_its_own_pool() {
+        let settings = UpstreamSettings {
+            connect_timeout: Duration::from_secs(1),
+            pool_idle_timeout: Duration::from_secs(1),
+            extra_roots: Vec::new(),
+            http2: true,
+        };
+        let destinations = Arc::new(DestinationPolicy::new(
+            Vec::new(),
+            Duration::from_secs(1),
+            std::num::NonZeroUsize::MIN,
+        ));
+        let workers = std::num::NonZeroUsize::new(3).unwrap();
+        let pools = UpstreamPools::build(&settings, destinations, workers).unwrap();
+        let chosen = |index: usize| {
+            let pools = pools.clone();
+            std::thread::spawn(move || {
+                crate::worker::enter(index);
+                std::ptr::from_ref(pools.current()) as usize
+            })
+            .join()
+            .unwrap()
+        };
+        let (zero, one, two) = (chosen(0), chosen(1), chosen(2));
+        assert!(zero != one && one != two && zero != two);
+        assert_eq!(chosen(1), one, "the same worker always gets the same pool");
+        // A thread that is no worker (tests, tools) shares worker 0's.
+        assert_eq!(std::ptr::from_ref(pools.current()) as usize, zero);
     }
 
     #[test]

@@ -359,3 +359,75 @@ async fn serve_with_json_logs_reloads_on_sighup_and_drains_on_sigterm() {
     assert!(records[0]["upstream_ms"].as_f64().is_some());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The threads of process `pid` whose name starts with `prefix` (Linux).
+#[cfg(target_os = "linux")]
+fn threads_named(pid: u32, prefix: &str) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .expect("the process's threads")
+        .filter_map(Result::ok)
+        .filter_map(|task| std::fs::read_to_string(task.path().join("comm")).ok())
+        .filter(|name| name.starts_with(prefix))
+        .count()
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread")]
+async fn serve_starts_the_configured_worker_threads_and_they_all_serve() {
+    let origin = TestOrigin::start(|req| async move {
+        match req.uri().path() {
+            "/robots.txt" => Reply::text(200, "User-agent: *\nDisallow: /private\n"),
+            path => Reply::text(200, format!("page {path}")),
+        }
+    })
+    .await;
+    let dir = support::temp_dir("cli-workers");
+    let config = dir.join("config.toml");
+    std::fs::write(
+        &config,
+        "[proxy]\nlisten = \"127.0.0.1:0\"\nworkers = 3\n[identity]\nuser_agent = \"pass\"\n\
+         [rate_limit]\ndefault_delay = \"0s\"\n[tls]\nmode = \"tunnel\"\n\
+         [admin]\nlisten = \"127.0.0.1:0\"\n[log]\nformat = \"json\"\n",
+    )
+    .expect("write config");
+    let mut served = Served::start(&config);
+    let ready = served.wait_for("ready line", |v| message(v).contains("proxy ready"));
+    let proxy = ready["listen"].as_str().expect("listen field").to_owned();
+    assert_eq!(ready["workers"], 3);
+    // Thread names are cut to 15 bytes: "robots-guard-wo". The workers start
+    // just after the ready line (connections wait in the backlog till then).
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let mut workers = threads_named(served.child.id(), "robots-guard-wo");
+    while workers < 3 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        workers = threads_named(served.child.id(), "robots-guard-wo");
+    }
+    assert_eq!(workers, 3);
+
+    // Many clients at once, each on its own connection: whichever worker
+    // takes a connection answers it, with the right verdicts.
+    let requests = (0..48).map(|i| {
+        let proxy = proxy.clone();
+        let url = if i % 4 == 0 {
+            origin.url("/private")
+        } else {
+            origin.url(&format!("/page{i}"))
+        };
+        tokio::spawn(async move { (i, get_through(&proxy, &url, Some("Bot/1")).await) })
+    });
+    for request in requests {
+        let (i, status) = request.await.expect("request task");
+        assert_eq!(status, if i % 4 == 0 { 403 } else { 200 }, "request {i}");
+    }
+    assert_eq!(
+        origin.hits("/robots.txt"),
+        1,
+        "one robots.txt for all workers"
+    );
+
+    served.signal("TERM");
+    served.wait_for("stopped", |v| message(v).contains("robots-guard stopped"));
+    let status = served.child.wait().expect("wait for exit");
+    assert!(status.success(), "{status:?}");
+    std::fs::remove_dir_all(&dir).ok();
+}

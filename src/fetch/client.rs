@@ -20,7 +20,7 @@ use super::{FetchSettings, Validators};
 use crate::origin::Origin;
 use crate::policy::Pacer;
 use crate::robots::RobotsTxt;
-use crate::upstream::{BoxError, ProxyBody, UpstreamClient, UpstreamFailure};
+use crate::upstream::{BoxError, ProxyBody, UpstreamFailure, UpstreamPools};
 
 /// What one fetch of an origin's robots.txt came to. Each variant is a row of the table
 /// in the [module docs](super).
@@ -81,21 +81,26 @@ impl FetchOutcome {
     }
 }
 
-/// Fetches robots.txt files through the shared upstream client, paced like any request
+/// Fetches robots.txt files through the shared upstream clients, paced like any request
 /// to the host. Cheap to clone.
 #[derive(Clone)]
 pub struct RobotsFetcher {
-    client: UpstreamClient,
+    client: UpstreamPools,
     pacer: Pacer,
     settings: Arc<FetchSettings>,
 }
 
 impl RobotsFetcher {
     /// A fetcher using `client` (so robots.txt fetches share connections and TLS roots
-    /// with forwarded requests) and `pacer` (so they count towards each host's pace).
-    pub fn new(client: UpstreamClient, pacer: Pacer, settings: Arc<FetchSettings>) -> Self {
+    /// with forwarded requests; each fetch uses the pool of the worker it runs on) and
+    /// `pacer` (so they count towards each host's pace).
+    pub fn new(
+        client: impl Into<UpstreamPools>,
+        pacer: Pacer,
+        settings: Arc<FetchSettings>,
+    ) -> Self {
         RobotsFetcher {
-            client,
+            client: client.into(),
             pacer,
             settings,
         }
@@ -158,7 +163,12 @@ impl RobotsFetcher {
         let conditional = validators.filter(|v| !v.is_empty());
         let mut hops = 0;
         loop {
-            let response = match self.client.request(self.request(&uri, conditional)).await {
+            let response = match self
+                .client
+                .current()
+                .request(self.request(&uri, conditional))
+                .await
+            {
                 Ok(response) => response,
                 Err(e) => return failure(&uri, &e),
             };

@@ -13,6 +13,7 @@ mod upgrade;
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,7 +21,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{oneshot, watch, OwnedSemaphorePermit, Semaphore};
 
 pub use reload::{ReloadError, ReloadHandle, Reloaded};
 pub use service::repeated_segments;
@@ -51,6 +52,7 @@ pub struct Server {
     live: ReloadHandle,
     connections: Arc<Semaphore>,
     max_connections: usize,
+    workers: NonZeroUsize,
 }
 
 /// Where the server is in its life, as connections see it. Ordered: each
@@ -86,9 +88,7 @@ impl ConnectionScope {
 
     /// Completes once the server has reached `phase` (or is gone).
     async fn reached(&self, phase: Phase) {
-        let mut watching = self.phase.clone();
-        // An error means the server has finished `run`: everything is over.
-        let _ = watching.wait_for(|now| *now >= phase).await;
+        reached(&self.phase, phase).await;
     }
 
     /// Completes when shutdown begins: a connection should then finish the
@@ -101,6 +101,19 @@ impl ConnectionScope {
     pub(crate) async fn closing(&self) {
         self.reached(Phase::Closing).await;
     }
+}
+
+/// Completes once the server watched by `phase` has reached `target`, or
+/// has finished `run` altogether (the sender is gone).
+async fn reached(phase: &watch::Receiver<Phase>, target: Phase) {
+    let mut watching = phase.clone();
+    let _ = watching.wait_for(|now| *now >= target).await;
+}
+
+/// Completes when the server has finished `run`: its phase sender is gone.
+async fn finished(phase: &watch::Receiver<Phase>) {
+    let mut watching = phase.clone();
+    while watching.changed().await.is_ok() {}
 }
 
 impl Server {
@@ -124,12 +137,18 @@ impl Server {
             live: ReloadHandle::new(state, config.clone()),
             connections: Arc::new(Semaphore::new(config.proxy.max_connections.get())),
             max_connections: config.proxy.max_connections.get(),
+            workers: crate::worker::count(config.proxy.workers),
         })
     }
 
     /// The bound address (useful with port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.live.current().listen
+    }
+
+    /// How many worker threads [`Server::run`] starts (`proxy.workers`).
+    pub fn workers(&self) -> NonZeroUsize {
+        self.workers
     }
 
     /// The current state (for status pages and tests).
@@ -147,19 +166,170 @@ impl Server {
     /// connection finishes its current request and closes (idle keep-alive
     /// connections close at once). Returns when all have closed, or when
     /// the time is up, after closing what is left.
+    ///
+    /// Clients are served on `proxy.workers` threads, each running its own
+    /// single-threaded runtime and accepting from the one listening socket:
+    /// whichever worker is free takes the next connection, and everything a
+    /// connection does (its requests, their upstream exchanges, a tunnel)
+    /// stays on that worker. A multi-threaded runtime would move tasks
+    /// between threads, and every hand-off between a request and its pooled
+    /// upstream connection would cost a cross-thread wake-up (about a
+    /// quarter of the CPU per request, measured in BENCHMARKS.md). This
+    /// future itself only coordinates: it waits for `shutdown`, then drives
+    /// the drain. Dropping it ends the workers and their connections.
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
         let (phase_tx, phase_rx) = watch::channel(Phase::Serving);
-        tokio::pin!(shutdown);
+        let drain_timeout = self.live.current().drain_timeout;
+        let Server {
+            listener,
+            live,
+            connections,
+            max_connections,
+            workers,
+        } = self;
+        let listener = match listener.into_std() {
+            Ok(listener) => listener,
+            Err(error) => {
+                tracing::error!(%error, "cannot hand the listening socket to the workers");
+                return;
+            }
+        };
+        let shared = Acceptor {
+            live,
+            connections: connections.clone(),
+            phase: phase_rx,
+        };
+        let workers = shared.start_workers(&listener, workers);
+        // The workers hold their own handles on the socket.
+        drop(listener);
+        if workers.is_empty() {
+            return;
+        }
+        shutdown.await;
+        tracing::info!(
+            timeout = ?drain_timeout,
+            "shutting down: draining in-flight requests"
+        );
+        // The workers close their listening sockets first: new clients are
+        // then refused at once instead of waiting in the backlog of a
+        // server that will not serve.
+        let _ = phase_tx.send(Phase::Draining);
+        // Every open connection (and tunnel or interception it turned into)
+        // holds a slot: when all slots are back, all have finished.
+        let all = u32::try_from(max_connections).unwrap_or(u32::MAX);
+        if tokio::time::timeout(drain_timeout, connections.acquire_many(all))
+            .await
+            .is_err()
+        {
+            tracing::warn!("drain timed out; closing remaining connections");
+            let _ = phase_tx.send(Phase::Closing);
+            // Closing is immediate (the tasks drop their connections); wait
+            // for it briefly so that callers see the sockets closed.
+            let closed = connections.acquire_many(all);
+            let _ = tokio::time::timeout(Duration::from_secs(1), closed).await;
+        }
+        // Workers end when the phase sender is gone.
+        drop(phase_tx);
+        for worker in workers {
+            let _ = worker.await;
+        }
+    }
+}
+
+/// What every worker's accept loop shares: the connection cap, the live
+/// state and the server's phase.
+#[derive(Clone)]
+struct Acceptor {
+    live: ReloadHandle,
+    connections: Arc<Semaphore>,
+    phase: watch::Receiver<Phase>,
+}
+
+impl Acceptor {
+    /// Starts `count` worker threads, each accepting from its own handle on
+    /// `listener`. Returns a receiver per started worker that completes when
+    /// its thread has ended; empty if none could start.
+    fn start_workers(
+        &self,
+        listener: &std::net::TcpListener,
+        count: NonZeroUsize,
+    ) -> Vec<oneshot::Receiver<()>> {
+        let mut ended = Vec::with_capacity(count.get());
+        for index in 0..count.get() {
+            let listener = match listener.try_clone() {
+                Ok(listener) => listener,
+                Err(error) => {
+                    tracing::error!(%error, index, "cannot start a worker: listening socket not shared");
+                    break;
+                }
+            };
+            let acceptor = self.clone();
+            let (done, end) = oneshot::channel::<()>();
+            let started = std::thread::Builder::new()
+                .name(format!("robots-guard-worker-{index}"))
+                .spawn(move || {
+                    crate::worker::enter(index);
+                    acceptor.run_on_own_runtime(listener);
+                    drop(done);
+                });
+            match started {
+                Ok(_) => ended.push(end),
+                Err(error) => {
+                    tracing::error!(%error, index, "cannot start a worker thread");
+                    break;
+                }
+            }
+        }
+        ended
+    }
+
+    /// Runs this worker on a runtime of its own, on the calling thread,
+    /// until the server has finished.
+    fn run_on_own_runtime(self, listener: std::net::TcpListener) {
+        let runtime = match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(runtime) => runtime,
+            Err(error) => {
+                tracing::error!(%error, "cannot start a worker's runtime");
+                return;
+            }
+        };
+        runtime.block_on(async move {
+            self.accept(listener).await;
+            // The connections this worker serves are tasks of its runtime:
+            // keep it running until the drain is over.
+            finished(&self.phase).await;
+        });
+        // Tasks still open were given up on by the drain; blocking work
+        // (a DNS lookup) gets a moment, not a hang.
+        runtime.shutdown_timeout(Duration::from_secs(1));
+    }
+
+    /// Accepts and serves connections until shutdown begins.
+    async fn accept(&self, listener: std::net::TcpListener) {
+        let listener = match TcpListener::from_std(listener) {
+            Ok(listener) => listener,
+            Err(error) => {
+                tracing::error!(%error, "a worker cannot use the listening socket");
+                return;
+            }
+        };
         loop {
             // Take a connection slot before accepting: at the cap, new
             // clients wait in the kernel's backlog instead of being served
             // half-way.
-            let Ok(slot) = self.connections.clone().acquire_owned().await else {
-                break;
+            let slot = tokio::select! {
+                slot = self.connections.clone().acquire_owned() => match slot {
+                    Ok(slot) => slot,
+                    Err(_) => break,
+                },
+                () = reached(&self.phase, Phase::Draining) => break,
             };
             let accepted = tokio::select! {
-                accepted = self.listener.accept() => accepted,
-                () = &mut shutdown => break,
+                accepted = listener.accept() => accepted,
+                () = reached(&self.phase, Phase::Draining) => break,
             };
             let (stream, client) = match accepted {
                 Ok(pair) => pair,
@@ -171,101 +341,83 @@ impl Server {
                     continue;
                 }
             };
-            // Connection settings come from the state at accept time, so
-            // a reload applies to connections opened after it.
-            let state = self.live.current();
-            if !state.client_allowed(client) {
-                tokio::spawn(refuse_client(stream, client));
-                continue;
+            self.serve(stream, client, slot);
+        }
+    }
+
+    /// Serves one accepted connection in a task of this worker.
+    fn serve(&self, stream: TcpStream, client: SocketAddr, slot: OwnedSemaphorePermit) {
+        // Connection settings come from the state at accept time, so a
+        // reload applies to connections opened after it.
+        let state = self.live.current();
+        if !state.client_allowed(client) {
+            tokio::spawn(refuse_client(stream, client));
+            return;
+        }
+        let _ = stream.set_nodelay(true);
+        let open = state.metrics.connection_opened(ConnectionKind::Client);
+        let activity = idle::Activity::new();
+        let io = idle::IdleIo::new(stream, activity.clone(), state.timeouts);
+        let scope = ConnectionScope {
+            _slot: Arc::new(slot),
+            phase: self.phase.clone(),
+            live: self.live.clone(),
+        };
+        let per_request = scope.clone();
+        let service = service_fn(move |mut request: hyper::Request<hyper::body::Incoming>| {
+            // The state is resolved per request, not per connection: a
+            // keep-alive connection's next request sees a reload.
+            let state = per_request.state();
+            if request.method() == hyper::Method::CONNECT {
+                request.extensions_mut().insert(per_request.clone());
             }
-            let _ = stream.set_nodelay(true);
-            let open = state.metrics.connection_opened(ConnectionKind::Client);
-            let activity = idle::Activity::new();
-            let io = idle::IdleIo::new(stream, activity.clone(), state.timeouts);
-            let scope = ConnectionScope {
-                _slot: Arc::new(slot),
-                phase: phase_rx.clone(),
-                live: self.live.clone(),
+            let activity = activity.clone();
+            async move {
+                Ok::<_, std::convert::Infallible>(
+                    idle::serve_busy(activity, request, |request| {
+                        service::handle(state, client, request)
+                    })
+                    .await,
+                )
+            }
+        });
+        // hyper's own head timer would also close idle keep-alive
+        // connections; `idle::IdleIo` keeps the two limits apart.
+        // `max_buf_size` alone is not a head limit: one read can take the
+        // buffer past it and a head that then parses is accepted.
+        // `max_header_size` checks the parsed head itself (431).
+        let connection = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(None)
+            .max_buf_size(state.max_header_bytes)
+            .max_header_size(state.max_header_bytes)
+            .serve_connection(TokioIo::new(io), service)
+            .with_upgrades();
+        tokio::spawn(async move {
+            let _open = open;
+            tokio::pin!(connection);
+            // Serve; once draining, finish the current request and close;
+            // when the drain times out, drop the connection. (Inline: a
+            // generic helper over hyper's connection trips rustc's
+            // higher-ranked `Send` inference.)
+            let result = tokio::select! {
+                result = connection.as_mut() => Some(result),
+                () = scope.draining() => {
+                    connection.as_mut().graceful_shutdown();
+                    tokio::select! {
+                        result = connection.as_mut() => Some(result),
+                        () = scope.closing() => None,
+                    }
+                }
             };
-            let per_request = scope.clone();
-            let service = service_fn(move |mut request: hyper::Request<hyper::body::Incoming>| {
-                // The state is resolved per request, not per connection: a
-                // keep-alive connection's next request sees a reload.
-                let state = per_request.state();
-                if request.method() == hyper::Method::CONNECT {
-                    request.extensions_mut().insert(per_request.clone());
+            match result {
+                Some(Ok(())) => {}
+                Some(Err(error)) => {
+                    tracing::debug!(%client, %error, "connection ended with an error");
                 }
-                let activity = activity.clone();
-                async move {
-                    Ok::<_, std::convert::Infallible>(
-                        idle::serve_busy(activity, request, |request| {
-                            service::handle(state, client, request)
-                        })
-                        .await,
-                    )
-                }
-            });
-            // hyper's own head timer would also close idle keep-alive
-            // connections; `idle::IdleIo` keeps the two limits apart.
-            // `max_buf_size` alone is not a head limit: one read can take
-            // the buffer past it and a head that then parses is accepted.
-            // `max_header_size` checks the parsed head itself (431).
-            let connection = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(None)
-                .max_buf_size(state.max_header_bytes)
-                .max_header_size(state.max_header_bytes)
-                .serve_connection(TokioIo::new(io), service)
-                .with_upgrades();
-            tokio::spawn(async move {
-                let _open = open;
-                tokio::pin!(connection);
-                // Serve; once draining, finish the current request and
-                // close; when the drain times out, drop the connection.
-                // (Inline: a generic helper over hyper's connection trips
-                // rustc's higher-ranked `Send` inference.)
-                let result = tokio::select! {
-                    result = connection.as_mut() => Some(result),
-                    () = scope.draining() => {
-                        connection.as_mut().graceful_shutdown();
-                        tokio::select! {
-                            result = connection.as_mut() => Some(result),
-                            () = scope.closing() => None,
-                        }
-                    }
-                };
-                match result {
-                    Some(Ok(())) => {}
-                    Some(Err(error)) => {
-                        tracing::debug!(%client, %error, "connection ended with an error");
-                    }
-                    None => tracing::debug!(%client, "connection closed: drain timed out"),
-                }
-            });
-        }
-        // Close the listening socket first: new clients are refused at once
-        // instead of waiting in the backlog of a server that will not serve.
-        drop(self.listener);
-        let drain_timeout = self.live.current().drain_timeout;
-        tracing::info!(
-            timeout = ?drain_timeout,
-            "shutting down: draining in-flight requests"
-        );
-        let _ = phase_tx.send(Phase::Draining);
-        // Every open connection (and tunnel or interception it turned into)
-        // holds a slot: when all slots are back, all have finished.
-        let all = u32::try_from(self.max_connections).unwrap_or(u32::MAX);
-        if tokio::time::timeout(drain_timeout, self.connections.acquire_many(all))
-            .await
-            .is_err()
-        {
-            tracing::warn!("drain timed out; closing remaining connections");
-            let _ = phase_tx.send(Phase::Closing);
-            // Closing is immediate (the tasks drop their connections); wait
-            // for it briefly so that callers see the sockets closed.
-            let closed = self.connections.acquire_many(all);
-            let _ = tokio::time::timeout(Duration::from_secs(1), closed).await;
-        }
+                None => tracing::debug!(%client, "connection closed: drain timed out"),
+            }
+        });
     }
 }
 

@@ -142,8 +142,8 @@ impl ReloadHandle {
 /// The keys that differ between `old` and `new` but take effect only after a
 /// restart:
 ///
-/// - `proxy.listen`, `proxy.max_connections`: the socket and the connection
-///   cap are set up once;
+/// - `proxy.listen`, `proxy.max_connections`, `proxy.workers`: the socket,
+///   the connection cap and the worker threads are set up once;
 /// - `proxy.upstream_connect_timeout`, `tls.extra_roots`: the upstream
 ///   clients and their connection pools are kept;
 /// - every `robots.*` key, and `identity.default_user_agent` /
@@ -171,6 +171,7 @@ pub fn restart_keys(old: &Config, new: &Config) -> Vec<&'static str> {
     compare!(
         proxy.listen,
         proxy.max_connections,
+        proxy.workers,
         proxy.upstream_connect_timeout,
         tls.extra_roots,
         identity.default_user_agent,

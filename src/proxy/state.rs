@@ -19,7 +19,7 @@ use crate::policy::destination::DestinationPolicy;
 use crate::policy::{IdentityMode, IdentityPolicy, Pacer, PacingSettings};
 use crate::robots::product_token;
 use crate::tls::{CertificateAuthority, LeafMinter, TlsError};
-use crate::upstream::{build_client_with, UpstreamClient, UpstreamError, UpstreamSettings};
+use crate::upstream::{UpstreamError, UpstreamPools, UpstreamSettings};
 
 /// Shared state of one running proxy.
 pub struct ProxyState {
@@ -38,11 +38,11 @@ pub struct ProxyState {
     pub robots: RobotsCache,
     /// Per-host pacing.
     pub pacer: Pacer,
-    /// Pooled upstream client.
-    pub client: UpstreamClient,
-    /// An HTTP/1.1-only client for upgrade requests: a WebSocket handshake
+    /// Pooled upstream clients, one per worker.
+    pub client: UpstreamPools,
+    /// HTTP/1.1-only clients for upgrade requests: a WebSocket handshake
     /// cannot ride an HTTP/2 connection.
-    pub upgrade_client: UpstreamClient,
+    pub upgrade_client: UpstreamPools,
     /// `rate_limit.honor_crawl_delay`.
     pub honor_crawl_delay: bool,
     /// `rate_limit.max_crawl_delay`.
@@ -187,13 +187,15 @@ impl ProxyState {
                     extra_roots: config.tls.extra_roots.clone(),
                     http2: true,
                 };
-                let client = build_client_with(&settings, destinations.clone())?;
-                let upgrade_client = build_client_with(
+                let workers = crate::worker::count(config.proxy.workers);
+                let client = UpstreamPools::build(&settings, destinations.clone(), workers)?;
+                let upgrade_client = UpstreamPools::build(
                     &UpstreamSettings {
                         http2: false,
                         ..settings
                     },
                     destinations.clone(),
+                    workers,
                 )?;
                 (client, upgrade_client, destinations)
             }
