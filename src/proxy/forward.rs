@@ -37,35 +37,45 @@ const IDENTITY: [HeaderName; 2] = [header::USER_AGENT, header::FROM];
 /// (except [`IDENTITY`]). `Upgrade` goes too unless `keep_upgrade` (a WebSocket
 /// handshake keeps `Connection: upgrade` and `Upgrade`).
 pub fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: bool) {
-    // One pass over the (few) field names finds what to remove; most
-    // messages carry none of these, and a lookup per listed name would hash
-    // every one of them twice a request.
-    let mut doomed: Vec<HeaderName> = Vec::new();
+    // One pass over the (few) field names finds the fixed hop-by-hop ones, as
+    // bits: most messages carry one or none of them, and a lookup per fixed
+    // name would hash every one of them each time.
+    let mut fixed: u16 = 0;
     let mut has_connection = false;
     for name in headers.keys() {
-        if name == header::CONNECTION {
-            has_connection = true;
-        }
-        let upgrade_field = name == header::CONNECTION || name == header::UPGRADE;
-        let hop = HOP_BY_HOP.contains(name) || name == header::UPGRADE;
-        if hop && !(keep_upgrade && upgrade_field) {
-            doomed.push(name.clone());
+        has_connection |= name == header::CONNECTION;
+        if let Some(i) = HOP_BY_HOP.iter().position(|hop| hop == name) {
+            fixed |= 1 << i;
+        } else if name == header::UPGRADE {
+            fixed |= 1 << HOP_BY_HOP.len();
         }
     }
+    // Options named in `Connection` that are not fixed hop-by-hop fields,
+    // and are present (`close` and `keep-alive` never need a new name).
+    let mut named: Vec<HeaderName> = Vec::new();
     if has_connection {
-        let named = headers
+        let options = headers
             .get_all(header::CONNECTION)
             .iter()
             .filter_map(|v| v.to_str().ok())
             .flat_map(|v| v.split(','))
-            .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
-            .filter(|name| !IDENTITY.contains(name))
-            .filter(|name| {
-                !(keep_upgrade && (name == header::CONNECTION || name == header::UPGRADE))
-            });
-        doomed.extend(named);
+            .map(str::trim)
+            .filter(|option| !option.is_empty() && headers.contains_key(*option))
+            .filter_map(|option| HeaderName::from_bytes(option.as_bytes()).ok())
+            .filter(|name| !IDENTITY.contains(name) && !HOP_BY_HOP.contains(name))
+            .filter(|name| name != header::UPGRADE);
+        named.extend(options);
     }
-    for name in &doomed {
+    if keep_upgrade {
+        // `Connection: upgrade` is written anew below; `Upgrade` stays.
+        fixed &= !(1 << HOP_BY_HOP.len());
+    }
+    for (i, name) in HOP_BY_HOP.iter().chain([&header::UPGRADE]).enumerate() {
+        if fixed & (1 << i) != 0 {
+            headers.remove(name);
+        }
+    }
+    for name in &named {
         headers.remove(name);
     }
     if keep_upgrade {
@@ -169,15 +179,54 @@ pub async fn forward(
 }
 
 /// Prepares a client request for the origin: hop-by-hop fields out, `Via`
-/// in, `Host` left to the client library (which sets it from the URI), HTTP
-/// version chosen by the upstream connection.
+/// in, `Host` the target's authority, HTTP version chosen by the upstream
+/// connection.
 pub fn prepare_request(request: &mut Request<ProxyBody>, via: &Via, keep_upgrade: bool) {
     let version = request.version();
+    let plain_http = request.uri().scheme() == Some(&http::uri::Scheme::HTTP);
+    let host_is_target = plain_http && host_names_target(request.headers(), request.uri());
     let headers = request.headers_mut();
     strip_hop_by_hop(headers, keep_upgrade);
-    headers.remove(header::HOST);
+    // RFC 9112 §3.2.2: the target's authority, not what the client wrote.
+    // Unless the client wrote exactly that, the field goes and the upstream
+    // client sets it from the URI (and an HTTP/2 origin gets `:authority`
+    // only). A plain-http origin is always HTTP/1.1, so a matching field
+    // can stay: the same bytes, without formatting them for each request.
+    if !host_is_target {
+        headers.remove(header::HOST);
+    }
     via.append(headers, version);
     *request.version_mut() = Version::HTTP_11;
+}
+
+/// Is there exactly one `Host` field, and does it say what the upstream
+/// client would set from `uri`: the host, with the port only when it is not
+/// the scheme's default?
+fn host_names_target(headers: &HeaderMap, uri: &http::Uri) -> bool {
+    let mut fields = headers.get_all(header::HOST).iter();
+    let (Some(field), None) = (fields.next(), fields.next()) else {
+        return false;
+    };
+    let Some(host) = uri.host() else {
+        return false;
+    };
+    let default_port = match uri.scheme_str() {
+        Some("http") => Some(80),
+        Some("https") => Some(443),
+        _ => None,
+    };
+    let field = field.as_bytes();
+    match uri.port_u16().filter(|port| Some(*port) != default_port) {
+        None => field == host.as_bytes(),
+        Some(port) => {
+            field
+                .strip_prefix(host.as_bytes())
+                .and_then(|rest| rest.strip_prefix(b":"))
+                .filter(|digits| !digits.starts_with(b"0"))
+                .and_then(|digits| std::str::from_utf8(digits).ok()?.parse::<u16>().ok())
+                == Some(port)
+        }
+    }
 }
 
 /// Prepares an origin response for the client.
@@ -286,6 +335,34 @@ mod tests {
         strip_hop_by_hop(&mut h, true);
         assert_eq!(h[header::UPGRADE], "websocket");
         assert_eq!(h[header::CONNECTION], "upgrade");
+    }
+
+    #[test]
+    fn host_kept_only_when_it_is_exactly_the_target() {
+        let check = |uri: &str, hosts: &[&str]| {
+            let mut h = HeaderMap::new();
+            for host in hosts {
+                h.append(header::HOST, HeaderValue::from_str(host).unwrap());
+            }
+            host_names_target(&h, &uri.parse().unwrap())
+        };
+        assert!(check("http://example.com/a", &["example.com"]));
+        assert!(check("http://example.com:8080/a", &["example.com:8080"]));
+        assert!(check("http://[::1]:8080/a", &["[::1]:8080"]));
+        // The default port is left out, as the upstream client writes it.
+        assert!(!check("http://example.com:80/a", &["example.com:80"]));
+        assert!(check("http://example.com:80/a", &["example.com"]));
+        assert!(!check("http://example.com/a", &["example.com:80"]));
+        assert!(!check("http://example.com:8080/a", &["example.com:08080"]));
+        assert!(!check("http://example.com:8080/a", &["example.com:808"]));
+        assert!(!check("http://example.com:8080/a", &["example.com"]));
+        assert!(!check("http://example.com/a", &["other.example"]));
+        assert!(!check("http://example.com/a", &["Example.com"]));
+        assert!(!check("http://example.com/a", &[]));
+        assert!(!check(
+            "http://example.com/a",
+            &["example.com", "example.com"]
+        ));
     }
 
     #[test]
