@@ -42,7 +42,6 @@ pub struct Activity {
     /// Bumped when the connection becomes quiet again, so the wrapper knows
     /// to restart its idle clock.
     quiet_since: AtomicU64,
-    epoch: Instant,
 }
 
 impl Activity {
@@ -53,7 +52,6 @@ impl Activity {
             upgraded: std::sync::atomic::AtomicBool::new(false),
             reader: std::sync::Mutex::new(None),
             quiet_since: AtomicU64::new(0),
-            epoch: Instant::now(),
         })
     }
 
@@ -72,10 +70,6 @@ impl Activity {
     fn is_busy(&self) -> bool {
         self.busy.load(Ordering::Acquire) > 0
     }
-
-    fn now_ms(&self) -> u64 {
-        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
-    }
 }
 
 /// Holds a connection busy (a request in flight, an upgraded pipe).
@@ -85,9 +79,7 @@ pub struct BusyGuard(Arc<Activity>);
 impl Drop for BusyGuard {
     fn drop(&mut self) {
         let activity = &self.0;
-        activity
-            .quiet_since
-            .store(activity.now_ms(), Ordering::Release);
+        activity.quiet_since.fetch_add(1, Ordering::AcqRel);
         if activity.busy.fetch_sub(1, Ordering::AcqRel) == 1 {
             let waker = activity
                 .reader
@@ -102,15 +94,26 @@ impl Drop for BusyGuard {
 }
 
 /// The connection's IO with the idle and head timers.
+///
+/// The clock is read only when the read side would wait, not for every byte
+/// moved, and the timer is re-armed only when a deadline comes earlier: when
+/// it fires for a deadline that activity has since pushed back, it is armed
+/// again for the new one. A keep-alive connection serving requests back to
+/// back thus costs one clock read per request and no timer work.
 pub struct IdleIo<T> {
     inner: T,
     activity: Arc<Activity>,
     timeouts: Timeouts,
-    /// When the current quiet period started (last byte or end of request).
+    /// When the current quiet period started (last byte or end of request),
+    /// as of the last look at the clock.
     quiet_from: Instant,
+    /// Bytes moved since `quiet_from` was taken.
+    moved: bool,
     /// The quiet period `quiet_from` was taken from (see `Activity`).
     seen_quiet_mark: u64,
-    /// First byte of a request head not yet handed to the service.
+    /// Bytes of a request head not yet handed to the service were read.
+    head_started: bool,
+    /// When the head was first seen (taken at the next look at the clock).
     head_from: Option<Instant>,
     timer: Pin<Box<Sleep>>,
 }
@@ -124,28 +127,31 @@ impl<T> IdleIo<T> {
             activity,
             timeouts,
             quiet_from: now,
+            moved: false,
             seen_quiet_mark: 0,
+            head_started: false,
             head_from: None,
             timer: Box::pin(tokio::time::sleep_until(now + timeouts.idle)),
         }
     }
 
-    /// Notes that bytes moved; returns nothing (the timers are checked when
-    /// the read side would wait).
+    /// Notes that bytes moved; the clock is read when the read side would
+    /// wait next, which is at once for a head that stalls.
     fn saw_bytes(&mut self, read: bool) {
-        let now = Instant::now();
         let tunnel = self.activity.upgraded.load(Ordering::Acquire);
         if self.activity.is_busy() || tunnel {
+            self.head_started = false;
             self.head_from = None;
-        } else if read && self.head_from.is_none() {
-            self.head_from = Some(now);
+        } else if read {
+            self.head_started = true;
         }
-        self.quiet_from = now;
+        self.moved = true;
     }
 
     /// When the read side would wait: has a limit passed?
     fn poll_timers(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Error> {
         if self.activity.is_busy() {
+            self.head_started = false;
             self.head_from = None;
             *self
                 .activity
@@ -161,8 +167,20 @@ impl<T> IdleIo<T> {
         if mark != self.seen_quiet_mark {
             // A request just finished: quiet from now on, no head started.
             self.seen_quiet_mark = mark;
-            self.quiet_from = Instant::now();
+            self.moved = true;
+            self.head_started = false;
             self.head_from = None;
+        }
+        let stamp_head = self.head_started && self.head_from.is_none();
+        if self.moved || stamp_head {
+            let now = Instant::now();
+            if self.moved {
+                self.quiet_from = now;
+                self.moved = false;
+            }
+            if stamp_head {
+                self.head_from = Some(now);
+            }
         }
         let (deadline, what) = match self.head_from {
             Some(start) => (
@@ -174,15 +192,18 @@ impl<T> IdleIo<T> {
                 "idle connection timed out",
             ),
         };
-        if Instant::now() >= deadline {
-            return Poll::Ready(std::io::Error::new(std::io::ErrorKind::TimedOut, what));
-        }
-        if self.timer.deadline() != deadline {
+        if deadline < self.timer.deadline() {
             self.timer.as_mut().reset(deadline);
         }
-        match self.timer.as_mut().poll(cx) {
-            Poll::Ready(()) => Poll::Ready(std::io::Error::new(std::io::ErrorKind::TimedOut, what)),
-            Poll::Pending => Poll::Pending,
+        loop {
+            match self.timer.as_mut().poll(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(()) if Instant::now() >= deadline => {
+                    return Poll::Ready(std::io::Error::new(std::io::ErrorKind::TimedOut, what));
+                }
+                // Fired for a deadline activity has pushed back since.
+                Poll::Ready(()) => self.timer.as_mut().reset(deadline),
+            }
         }
     }
 }
@@ -325,6 +346,36 @@ mod tests {
         let error = io.read(&mut buf).await.expect_err("idle after the request");
         assert_eq!(error.kind(), std::io::ErrorKind::TimedOut);
         assert_eq!(started.elapsed(), Duration::from_secs(60));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn requests_push_the_idle_deadline_back_and_a_head_brings_it_forward() {
+        let (mut client, server) = tokio::io::duplex(64);
+        let activity = Activity::new();
+        let mut io = IdleIo::new(server, activity.clone(), TIMEOUTS);
+        let mut buf = [0u8; 64];
+        // Three requests 40 s apart: each end of request restarts the idle
+        // clock, though the timer armed first would fire at 60 s.
+        for _ in 0..3 {
+            let quiet = tokio::time::timeout(Duration::from_secs(40), io.read(&mut buf)).await;
+            assert!(quiet.is_err(), "no timeout within 40 s of quiet");
+            client
+                .write_all(b"GET / HTTP/1.1\r\n\r\n")
+                .await
+                .expect("write");
+            assert_eq!(io.read(&mut buf).await.expect("head"), 18);
+            drop(activity.begin());
+        }
+        // 45 s quiet, then half a head: the head limit ends 10 s later,
+        // before the idle one would (15 s later, 60 s after the request).
+        let quiet = tokio::time::timeout(Duration::from_secs(45), io.read(&mut buf)).await;
+        assert!(quiet.is_err(), "no timeout within 45 s of quiet");
+        client.write_all(b"GET ").await.expect("write");
+        assert_eq!(io.read(&mut buf).await.expect("first bytes"), 4);
+        let started = Instant::now();
+        let error = io.read(&mut buf).await.expect_err("head times out");
+        assert_eq!(error.kind(), std::io::ErrorKind::TimedOut);
+        assert_eq!(started.elapsed(), Duration::from_secs(10));
     }
 
     #[tokio::test(start_paused = true)]
