@@ -181,10 +181,19 @@ fn serve(config_path: &std::path::Path) -> ExitCode {
             server.reload_handle(),
             config_path.to_path_buf(),
         ));
-        server.run(shutdown_signal()).await;
+        let served = server.run(shutdown_signal()).await;
         admin.abort();
-        tracing::info!("robots-guard stopped");
-        ExitCode::SUCCESS
+        match served {
+            Ok(()) => {
+                tracing::info!("robots-guard stopped");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                tracing::error!("robots-guard stopped: {e}");
+                eprintln!("robots-guard: {e}");
+                ExitCode::FAILURE
+            }
+        }
     })
 }
 

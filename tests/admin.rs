@@ -59,7 +59,12 @@ async fn start_proxy(configure: impl FnOnce(&mut Config)) -> Proxy {
         admin: admin.local_addr(),
         dir,
     };
-    tokio::spawn(server.run(std::future::pending()));
+    tokio::spawn(async move {
+        server
+            .run(std::future::pending())
+            .await
+            .expect("the proxy runs")
+    });
     tokio::spawn(admin.run());
     proxy
 }

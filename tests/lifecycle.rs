@@ -79,9 +79,12 @@ async fn start_with(config: Config, dir: PathBuf) -> Proxy {
     let addr = server.local_addr();
     let reload = server.reload_handle();
     let (stop, stopped) = oneshot::channel::<()>();
-    let run = tokio::spawn(server.run(async move {
-        let _ = stopped.await;
-    }));
+    let run = tokio::spawn(async move {
+        let stop = async move {
+            let _ = stopped.await;
+        };
+        server.run(stop).await.expect("the proxy runs and drains");
+    });
     Proxy {
         addr,
         reload,

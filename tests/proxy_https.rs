@@ -49,7 +49,12 @@ async fn start_proxy(configure: impl FnOnce(&mut Config)) -> Proxy {
     configure(&mut config);
     let server = Server::bind(&config).await.expect("proxy binds");
     let addr = server.local_addr();
-    tokio::spawn(server.run(std::future::pending()));
+    tokio::spawn(async move {
+        server
+            .run(std::future::pending())
+            .await
+            .expect("the proxy runs")
+    });
     Proxy {
         addr,
         ca_pem: config.tls.ca_cert.clone(),

@@ -21,7 +21,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{oneshot, watch, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 
 pub use reload::{ReloadError, ReloadHandle, Reloaded};
 pub use service::repeated_segments;
@@ -44,6 +44,11 @@ pub enum ServeError {
     /// The shared state could not be built.
     #[error(transparent)]
     State(#[from] StateError),
+    /// No worker thread could serve (or every one stopped): the listening
+    /// socket could not be handed over, or threads or their runtimes could
+    /// not be created. Each cause is logged as it happens.
+    #[error("no worker thread is serving clients (see the errors logged before)")]
+    NoWorkers,
 }
 
 /// A bound, ready-to-run proxy.
@@ -177,7 +182,12 @@ impl Server {
     /// quarter of the CPU per request, measured in BENCHMARKS.md). This
     /// future itself only coordinates: it waits for `shutdown`, then drives
     /// the drain. Dropping it ends the workers and their connections.
-    pub async fn run(self, shutdown: impl Future<Output = ()>) {
+    ///
+    /// # Errors
+    ///
+    /// [`ServeError::NoWorkers`] when no worker could start, or when every
+    /// worker stopped before `shutdown` (after draining what is left).
+    pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), ServeError> {
         let (phase_tx, phase_rx) = watch::channel(Phase::Serving);
         let drain_timeout = self.live.current().drain_timeout;
         let Server {
@@ -191,7 +201,7 @@ impl Server {
             Ok(listener) => listener,
             Err(error) => {
                 tracing::error!(%error, "cannot hand the listening socket to the workers");
-                return;
+                return Err(ServeError::NoWorkers);
             }
         };
         let shared = Acceptor {
@@ -199,13 +209,21 @@ impl Server {
             connections: connections.clone(),
             phase: phase_rx,
         };
-        let workers = shared.start_workers(&listener, workers);
+        let (started, mut running) = shared.start_workers(&listener, workers);
         // The workers hold their own handles on the socket.
         drop(listener);
-        if workers.is_empty() {
-            return;
+        if started == 0 {
+            return Err(ServeError::NoWorkers);
         }
-        shutdown.await;
+        // A worker ends early only when its runtime or socket failed (it
+        // says why); the others go on. Once none is left, stop.
+        let outcome = tokio::select! {
+            () = shutdown => Ok(()),
+            None = running.recv() => {
+                tracing::error!("every worker thread has stopped; shutting down");
+                Err(ServeError::NoWorkers)
+            }
+        };
         tracing::info!(
             timeout = ?drain_timeout,
             "shutting down: draining in-flight requests"
@@ -230,9 +248,8 @@ impl Server {
         }
         // Workers end when the phase sender is gone.
         drop(phase_tx);
-        for worker in workers {
-            let _ = worker.await;
-        }
+        while running.recv().await.is_some() {}
+        outcome
     }
 }
 
@@ -247,14 +264,15 @@ struct Acceptor {
 
 impl Acceptor {
     /// Starts `count` worker threads, each accepting from its own handle on
-    /// `listener`. Returns a receiver per started worker that completes when
-    /// its thread has ended; empty if none could start.
+    /// `listener`. Returns how many started, and a channel that nothing is
+    /// sent on: it reports closed once every started worker has ended.
     fn start_workers(
         &self,
         listener: &std::net::TcpListener,
         count: NonZeroUsize,
-    ) -> Vec<oneshot::Receiver<()>> {
-        let mut ended = Vec::with_capacity(count.get());
+    ) -> (usize, mpsc::Receiver<()>) {
+        let (alive, running) = mpsc::channel::<()>(1);
+        let mut started = 0;
         for index in 0..count.get() {
             let listener = match listener.try_clone() {
                 Ok(listener) => listener,
@@ -264,23 +282,23 @@ impl Acceptor {
                 }
             };
             let acceptor = self.clone();
-            let (done, end) = oneshot::channel::<()>();
-            let started = std::thread::Builder::new()
+            let alive = alive.clone();
+            let spawned = std::thread::Builder::new()
                 .name(format!("robots-guard-worker-{index}"))
                 .spawn(move || {
                     crate::worker::enter(index);
                     acceptor.run_on_own_runtime(listener);
-                    drop(done);
+                    drop(alive);
                 });
-            match started {
-                Ok(_) => ended.push(end),
+            match spawned {
+                Ok(_) => started += 1,
                 Err(error) => {
                     tracing::error!(%error, index, "cannot start a worker thread");
                     break;
                 }
             }
         }
-        ended
+        (started, running)
     }
 
     /// Runs this worker on a runtime of its own, on the calling thread,

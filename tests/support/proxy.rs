@@ -82,9 +82,12 @@ impl TestProxy {
         let addr = server.local_addr();
         let state = server.state();
         let (stop, stopped) = oneshot::channel::<()>();
-        let run = tokio::spawn(server.run(async move {
-            let _ = stopped.await;
-        }));
+        let run = tokio::spawn(async move {
+            let stop = async move {
+                let _ = stopped.await;
+            };
+            server.run(stop).await.expect("the proxy runs and drains");
+        });
         TestProxy {
             addr,
             state,
