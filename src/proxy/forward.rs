@@ -12,6 +12,7 @@ use http::{Request, Response, Version};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 
+use crate::origin::{Origin, Scheme};
 use crate::upstream::{BoxError, ProxyBody, UpstreamClient, UpstreamFailure};
 
 /// Header fields that describe one connection and must not be forwarded.
@@ -181,10 +182,15 @@ pub async fn forward(
 /// Prepares a client request for the origin: hop-by-hop fields out, `Via`
 /// in, `Host` the target's authority, HTTP version chosen by the upstream
 /// connection.
-pub fn prepare_request(request: &mut Request<ProxyBody>, via: &Via, keep_upgrade: bool) {
+pub fn prepare_request(
+    request: &mut Request<ProxyBody>,
+    origin: &Origin,
+    via: &Via,
+    keep_upgrade: bool,
+) {
     let version = request.version();
-    let plain_http = request.uri().scheme() == Some(&http::uri::Scheme::HTTP);
-    let host_is_target = plain_http && host_names_target(request.headers(), request.uri());
+    let host_is_target = origin.scheme == Scheme::Http
+        && host_names_target(request.headers(), request.uri(), origin);
     let headers = request.headers_mut();
     strip_hop_by_hop(headers, keep_upgrade);
     // RFC 9112 §3.2.2: the target's authority, not what the client wrote.
@@ -200,9 +206,9 @@ pub fn prepare_request(request: &mut Request<ProxyBody>, via: &Via, keep_upgrade
 }
 
 /// Is there exactly one `Host` field, and does it say what the upstream
-/// client would set from `uri`: the host, with the port only when it is not
-/// the scheme's default?
-fn host_names_target(headers: &HeaderMap, uri: &http::Uri) -> bool {
+/// client would set from `uri` (whose origin is `origin`): the host as
+/// written, with the port only when it is not the scheme's default?
+fn host_names_target(headers: &HeaderMap, uri: &http::Uri, origin: &Origin) -> bool {
     let mut fields = headers.get_all(header::HOST).iter();
     let (Some(field), None) = (fields.next(), fields.next()) else {
         return false;
@@ -210,13 +216,9 @@ fn host_names_target(headers: &HeaderMap, uri: &http::Uri) -> bool {
     let Some(host) = uri.host() else {
         return false;
     };
-    let default_port = match uri.scheme_str() {
-        Some("http") => Some(80),
-        Some("https") => Some(443),
-        _ => None,
-    };
     let field = field.as_bytes();
-    match uri.port_u16().filter(|port| Some(*port) != default_port) {
+    let port = Some(origin.port).filter(|port| *port != origin.scheme.default_port());
+    match port {
         None => field == host.as_bytes(),
         Some(port) => {
             field
@@ -344,7 +346,8 @@ mod tests {
             for host in hosts {
                 h.append(header::HOST, HeaderValue::from_str(host).unwrap());
             }
-            host_names_target(&h, &uri.parse().unwrap())
+            let uri: http::Uri = uri.parse().unwrap();
+            host_names_target(&h, &uri, &Origin::from_uri(&uri).unwrap())
         };
         assert!(check("http://example.com/a", &["example.com"]));
         assert!(check("http://example.com:8080/a", &["example.com:8080"]));

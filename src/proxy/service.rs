@@ -189,7 +189,7 @@ async fn pipeline(
         .get::<Arc<super::idle::Activity>>()
         .filter(|_| upgrade)
         .map(|activity| activity.begin());
-    forward::prepare_request(&mut request, &state.via, upgrade);
+    forward::prepare_request(&mut request, &origin, &state.via, upgrade);
     let upstream_client = if upgrade {
         state.upgrade_client.current()
     } else {
