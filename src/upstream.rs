@@ -120,20 +120,10 @@ fn add_pem_roots(roots: &mut rustls::RootCertStore, path: &Path) -> Result<(), U
 ///
 /// See [`client_tls_config`].
 pub fn build_client(settings: &UpstreamSettings) -> Result<UpstreamClient, UpstreamError> {
-    build_client_with(settings, DestinationPolicy::allow_all())
-}
-
-/// Builds the pooled upstream client whose DNS answers go through
-/// `destinations`, so denied addresses are never connected to.
-///
-/// # Errors
-///
-/// See [`client_tls_config`].
-pub fn build_client_with(
-    settings: &UpstreamSettings,
-    destinations: Arc<DestinationPolicy>,
-) -> Result<UpstreamClient, UpstreamError> {
-    Ok(client_on(connector(settings, destinations)?, settings))
+    Ok(client_on(
+        connector(settings, DestinationPolicy::allow_all())?,
+        settings,
+    ))
 }
 
 /// The connector stack for `settings`, resolving through `destinations`.
