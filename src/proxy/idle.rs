@@ -111,11 +111,20 @@ pub struct IdleIo<T> {
     moved: bool,
     /// The quiet period `quiet_from` was taken from (see `Activity`).
     seen_quiet_mark: u64,
-    /// Bytes of a request head not yet handed to the service were read.
-    head_started: bool,
-    /// When the head was first seen (taken at the next look at the clock).
-    head_from: Option<Instant>,
+    /// A request head not yet handed to the service, and since when.
+    head: Head,
     timer: Pin<Box<Sleep>>,
+}
+
+/// Where the connection is in receiving a request head.
+#[derive(Debug, Clone, Copy)]
+enum Head {
+    /// No head bytes since the last request (or a request is in flight).
+    None,
+    /// Head bytes arrived; the time is taken at the next look at the clock.
+    Started,
+    /// Head bytes first seen at this time.
+    Since(Instant),
 }
 
 impl<T> IdleIo<T> {
@@ -129,8 +138,7 @@ impl<T> IdleIo<T> {
             quiet_from: now,
             moved: false,
             seen_quiet_mark: 0,
-            head_started: false,
-            head_from: None,
+            head: Head::None,
             timer: Box::pin(tokio::time::sleep_until(now + timeouts.idle)),
         }
     }
@@ -140,10 +148,9 @@ impl<T> IdleIo<T> {
     fn saw_bytes(&mut self, read: bool) {
         let tunnel = self.activity.upgraded.load(Ordering::Acquire);
         if self.activity.is_busy() || tunnel {
-            self.head_started = false;
-            self.head_from = None;
-        } else if read {
-            self.head_started = true;
+            self.head = Head::None;
+        } else if read && matches!(self.head, Head::None) {
+            self.head = Head::Started;
         }
         self.moved = true;
     }
@@ -151,8 +158,7 @@ impl<T> IdleIo<T> {
     /// When the read side would wait: has a limit passed?
     fn poll_timers(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Error> {
         if self.activity.is_busy() {
-            self.head_started = false;
-            self.head_from = None;
+            self.head = Head::None;
             *self
                 .activity
                 .reader
@@ -168,10 +174,9 @@ impl<T> IdleIo<T> {
             // A request just finished: quiet from now on, no head started.
             self.seen_quiet_mark = mark;
             self.moved = true;
-            self.head_started = false;
-            self.head_from = None;
+            self.head = Head::None;
         }
-        let stamp_head = self.head_started && self.head_from.is_none();
+        let stamp_head = matches!(self.head, Head::Started);
         if self.moved || stamp_head {
             let now = Instant::now();
             if self.moved {
@@ -179,15 +184,15 @@ impl<T> IdleIo<T> {
                 self.moved = false;
             }
             if stamp_head {
-                self.head_from = Some(now);
+                self.head = Head::Since(now);
             }
         }
-        let (deadline, what) = match self.head_from {
-            Some(start) => (
+        let (deadline, what) = match self.head {
+            Head::Since(start) => (
                 start + self.timeouts.head,
                 "request head not complete in time",
             ),
-            None => (
+            Head::None | Head::Started => (
                 self.quiet_from + self.timeouts.idle,
                 "idle connection timed out",
             ),
