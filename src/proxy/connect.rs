@@ -405,20 +405,9 @@ async fn intercept(
         }
         return;
     };
-    // As for plain connections (see `Server::run`): finish the request in
-    // progress on shutdown, and drop the connection when the drain times out.
-    tokio::pin!(connection);
-    let result = tokio::select! {
-        result = connection.as_mut() => Some(result),
-        () = scope.draining() => {
-            connection.as_mut().graceful_shutdown();
-            tokio::select! {
-                result = connection.as_mut() => Some(result),
-                () = scope.closing() => None,
-            }
-        }
-    };
-    if let Some(Err(error)) = result {
+    // As for plain connections: finish the request in progress on
+    // shutdown, and drop the connection when the drain times out.
+    if let Some(Err(error)) = serve_until_drained!(connection, &scope) {
         tracing::debug!(%client, %error, "intercepted connection ended with an error");
     }
 }

@@ -2,6 +2,33 @@
 //! connection serving with upgrades, graceful drain on shutdown, and the
 //! current state, which a reload replaces (see [`reload`]).
 
+/// Drives a hyper server connection (`$connection`, a future with
+/// `graceful_shutdown`) within a [`ConnectionScope`] (`$scope`): serves until
+/// it ends; once the server drains, lets it finish the request in progress
+/// and close; when the drain times out, gives up on it. Evaluates to the
+/// connection's result, or `None` when it was given up on.
+///
+/// A macro, not a generic async function: over hyper's connection types a
+/// generic helper trips rustc's higher-ranked `Send` inference in the
+/// spawned task that awaits it.
+macro_rules! serve_until_drained {
+    ($connection:expr, $scope:expr) => {{
+        let connection = $connection;
+        let scope = $scope;
+        tokio::pin!(connection);
+        tokio::select! {
+            result = connection.as_mut() => Some(result),
+            () = scope.draining() => {
+                connection.as_mut().graceful_shutdown();
+                tokio::select! {
+                    result = connection.as_mut() => Some(result),
+                    () = scope.closing() => None,
+                }
+            }
+        }
+    }};
+}
+
 mod connect;
 mod forward;
 mod idle;
@@ -413,22 +440,7 @@ impl Acceptor {
             .with_upgrades();
         tokio::spawn(async move {
             let _open = open;
-            tokio::pin!(connection);
-            // Serve; once draining, finish the current request and close;
-            // when the drain times out, drop the connection. (Inline: a
-            // generic helper over hyper's connection trips rustc's
-            // higher-ranked `Send` inference.)
-            let result = tokio::select! {
-                result = connection.as_mut() => Some(result),
-                () = scope.draining() => {
-                    connection.as_mut().graceful_shutdown();
-                    tokio::select! {
-                        result = connection.as_mut() => Some(result),
-                        () = scope.closing() => None,
-                    }
-                }
-            };
-            match result {
+            match serve_until_drained!(connection, &scope) {
                 Some(Ok(())) => {}
                 Some(Err(error)) => {
                     tracing::debug!(%client, %error, "connection ended with an error");
