@@ -1,7 +1,5 @@
 //! The `robots-guard check` contract (DESIGN.md §8), through the real binary.
 
-use std::process::Command;
-
 mod support;
 
 /// Writes `body` to a fresh robots.txt under the target's temp directory.
@@ -12,16 +10,7 @@ fn robots_file(body: &str) -> std::path::PathBuf {
 }
 
 fn check(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_robots-guard"))
-        .arg("check")
-        .args(args)
-        .output()
-        .expect("run robots-guard");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    support::run_cli(std::iter::once("check").chain(args.iter().copied()))
 }
 
 #[test]

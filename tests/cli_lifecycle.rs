@@ -16,17 +16,11 @@ const BIN: &str = env!("CARGO_BIN_EXE_robots-guard");
 
 /// Runs `robots-guard check-config --config PATH`: (exit code, stdout, stderr).
 fn check_config(path: &Path) -> (i32, String, String) {
-    let out = Command::new(BIN)
-        .arg("check-config")
-        .arg("--config")
-        .arg(path)
-        .output()
-        .expect("run robots-guard");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    support::run_cli([
+        std::ffi::OsStr::new("check-config"),
+        std::ffi::OsStr::new("--config"),
+        path.as_os_str(),
+    ])
 }
 
 #[test]

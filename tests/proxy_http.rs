@@ -172,18 +172,10 @@ async fn forward_streams_a_chunked_post_body_intact() {
             return Reply::empty(404);
         }
         let method = req.method().clone();
-        let mut check = PatternCheck::default();
-        let mut body = req.into_body();
-        while let Some(frame) = body.frame().await {
-            match frame {
-                Ok(frame) => {
-                    if let Some(data) = frame.data_ref() {
-                        check.feed(data);
-                    }
-                }
-                Err(e) => return Reply::text(500, format!("body broke: {e}")),
-            }
-        }
+        let check = match PatternCheck::read(req.into_body()).await {
+            Ok(check) => check,
+            Err(e) => return Reply::text(500, format!("body broke: {e}")),
+        };
         Reply::text(
             200,
             format!("{method} {} {:?}", check.len(), check.first_bad()),
@@ -218,19 +210,13 @@ async fn forward_streams_a_large_download_intact() {
         .await
         .expect("an answer");
     assert_eq!(response.status(), 200);
-    let mut body = response.into_body();
-    let mut check = PatternCheck::default();
-    let read = async {
-        while let Some(frame) = body.frame().await {
-            let frame = frame.expect("the body streams without error");
-            if let Some(data) = frame.data_ref() {
-                check.feed(data);
-            }
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(30), read)
-        .await
-        .expect("64 MiB in time");
+    let check = tokio::time::timeout(
+        Duration::from_secs(30),
+        PatternCheck::read(response.into_body()),
+    )
+    .await
+    .expect("64 MiB in time")
+    .expect("the body streams without error");
     assert_eq!(check.len(), SIZE);
     assert_eq!(check.first_bad(), None);
 }

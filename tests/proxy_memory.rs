@@ -91,19 +91,13 @@ async fn a_256_mib_download_streams_through_in_bounded_memory() {
         .await
         .expect("an answer");
     assert_eq!(response.status(), 200);
-    let mut body = response.into_body();
-    let mut check = PatternCheck::default();
-    let read = async {
-        while let Some(frame) = body.frame().await {
-            let frame = frame.expect("the body streams without error");
-            if let Some(data) = frame.data_ref() {
-                check.feed(data);
-            }
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(60), read)
-        .await
-        .expect("256 MiB in time");
+    let check = tokio::time::timeout(
+        Duration::from_secs(60),
+        PatternCheck::read(response.into_body()),
+    )
+    .await
+    .expect("256 MiB in time")
+    .expect("the body streams without error");
     let peak = sampler.finish();
 
     assert_eq!(check.len(), SIZE);

@@ -94,6 +94,22 @@ impl Default for PatternCheck {
 }
 
 impl PatternCheck {
+    /// Reads `body` to its end, checking every data frame; the body's error if it breaks.
+    pub async fn read<B>(mut body: B) -> Result<PatternCheck, B::Error>
+    where
+        B: Body + Unpin,
+        B::Data: AsRef<[u8]>,
+    {
+        use http_body_util::BodyExt;
+        let mut check = PatternCheck::default();
+        while let Some(frame) = body.frame().await {
+            if let Some(data) = frame?.data_ref() {
+                check.feed(data.as_ref());
+            }
+        }
+        Ok(check)
+    }
+
     /// Takes the next bytes of the body.
     pub fn feed(&mut self, mut data: &[u8]) {
         while !data.is_empty() {

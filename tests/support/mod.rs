@@ -21,6 +21,22 @@ use robots_guard::fetch::{FetchSettings, RobotsCache, RobotsFetcher};
 use robots_guard::policy::{Pacer, PacingSettings};
 use robots_guard::upstream::{build_client, UpstreamClient, UpstreamSettings};
 
+/// Runs the robots-guard binary with `args` to completion: (exit code,
+/// stdout, stderr); -1 when it was killed by a signal.
+pub fn run_cli<S: AsRef<std::ffi::OsStr>>(
+    args: impl IntoIterator<Item = S>,
+) -> (i32, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_robots-guard"))
+        .args(args)
+        .output()
+        .expect("run robots-guard");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// The `User-Agent` the test settings send.
 pub const TEST_USER_AGENT: &str = "robots-guard-test/1.0";
 
