@@ -682,7 +682,7 @@ mod tests {
             connect_timeout: Duration::from_secs(1),
             pool_idle_timeout: Duration::from_secs(1),
             extra_roots: Vec::new(),
-            http2: false,
+            upgrades: false,
         })
         .expect("client");
         let pacer = Pacer::new(crate::policy::PacingSettings {

@@ -13,14 +13,13 @@ use http::header::{
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, Uri};
 use http_body::Body as _;
 use http_body_util::{BodyExt, Empty};
-use hyper::body::Incoming;
 
 use super::ttl::{freshness_lifetime, retry_after};
 use super::{FetchSettings, Validators};
 use crate::origin::Origin;
 use crate::policy::Pacer;
 use crate::robots::RobotsTxt;
-use crate::upstream::{BoxError, ProxyBody, UpstreamFailure, UpstreamPools};
+use crate::upstream::{BoxError, ProxyBody, UpstreamBody, UpstreamFailure, UpstreamPools};
 
 /// What one fetch of an origin's robots.txt came to. Each variant is a row of the table
 /// in the [module docs](super).
@@ -94,13 +93,9 @@ impl RobotsFetcher {
     /// A fetcher using `client` (so robots.txt fetches share connections and TLS roots
     /// with forwarded requests; each fetch uses the pool of the worker it runs on) and
     /// `pacer` (so they count towards each host's pace).
-    pub fn new(
-        client: impl Into<UpstreamPools>,
-        pacer: Pacer,
-        settings: Arc<FetchSettings>,
-    ) -> Self {
+    pub fn new(client: UpstreamPools, pacer: Pacer, settings: Arc<FetchSettings>) -> Self {
         RobotsFetcher {
-            client: client.into(),
+            client,
             pacer,
             settings,
         }
@@ -163,14 +158,9 @@ impl RobotsFetcher {
         let conditional = validators.filter(|v| !v.is_empty());
         let mut hops = 0;
         loop {
-            let response = match self
-                .client
-                .current()
-                .request(self.request(&uri, conditional))
-                .await
-            {
+            let response = match self.client.request(self.request(&uri, conditional)).await {
                 Ok(response) => response,
-                Err(e) => return failure(&uri, &e),
+                Err(e) => return failure(&uri, &*e),
             };
             let status = response.status();
             let headers = response.headers();
@@ -229,7 +219,7 @@ impl RobotsFetcher {
     /// Reads at most `max_size` bytes of a 2xx body and parses them. Reading stops at the
     /// cap: the rest is never read, let alone buffered (the connection is then dropped
     /// rather than reused, which is cheaper than draining a huge body).
-    async fn read_body(&self, uri: &Uri, response: Response<Incoming>) -> FetchOutcome {
+    async fn read_body(&self, uri: &Uri, response: Response<UpstreamBody>) -> FetchOutcome {
         let (parts, mut body) = response.into_parts();
         let max = self.settings.max_size;
         let hint = parts

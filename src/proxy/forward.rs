@@ -13,7 +13,7 @@ use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 
 use crate::origin::{Origin, Scheme};
-use crate::upstream::{BoxError, ProxyBody, UpstreamClient, UpstreamFailure};
+use crate::upstream::{BoxError, ProxyBody, UpstreamFailure, UpstreamPools};
 
 /// Header fields that describe one connection and must not be forwarded.
 const HOP_BY_HOP: [HeaderName; 8] = [
@@ -168,14 +168,14 @@ pub enum ForwardError {
 /// [`ForwardError`] when the origin cannot be reached, fails verification,
 /// breaks off, or is too slow.
 pub async fn forward(
-    client: &UpstreamClient,
+    client: &UpstreamPools,
     request: Request<ProxyBody>,
     upstream_timeout: Duration,
 ) -> Result<Response<ProxyBody>, ForwardError> {
     let response = tokio::time::timeout(upstream_timeout, client.request(request))
         .await
         .map_err(|_| ForwardError::Timeout(upstream_timeout))?
-        .map_err(|e| ForwardError::Failed(UpstreamFailure::classify(&e)))?;
+        .map_err(|e| ForwardError::Failed(UpstreamFailure::classify(&*e)))?;
     Ok(response.map(|body| body.map_err(BoxError::from).boxed()))
 }
 

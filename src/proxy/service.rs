@@ -191,9 +191,9 @@ async fn pipeline(
         .map(|activity| activity.begin());
     forward::prepare_request(&mut request, &origin, &state.via, upgrade);
     let upstream_client = if upgrade {
-        state.upgrade_client.current()
+        &state.upgrade_client
     } else {
-        state.client.current()
+        &state.client
     };
     let started = Instant::now();
     let forwarded = forward::forward(upstream_client, request, state.upstream_timeout).await;

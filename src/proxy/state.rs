@@ -185,13 +185,13 @@ impl ProxyState {
                     connect_timeout: config.proxy.upstream_connect_timeout,
                     pool_idle_timeout: Duration::from_secs(90),
                     extra_roots: config.tls.extra_roots.clone(),
-                    http2: true,
+                    upgrades: false,
                 };
                 let workers = crate::worker::count(config.proxy.workers);
                 let client = UpstreamPools::build(&settings, destinations.clone(), workers)?;
                 let upgrade_client = UpstreamPools::build(
                     &UpstreamSettings {
-                        http2: false,
+                        upgrades: true,
                         ..settings
                     },
                     destinations.clone(),

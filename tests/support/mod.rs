@@ -19,7 +19,7 @@ use std::time::Duration;
 use robots_guard::config::Config;
 use robots_guard::fetch::{FetchSettings, RobotsCache, RobotsFetcher};
 use robots_guard::policy::{Pacer, PacingSettings};
-use robots_guard::upstream::{build_client, UpstreamClient, UpstreamSettings};
+use robots_guard::upstream::{build_client, UpstreamPools, UpstreamSettings};
 
 /// Runs the robots-guard binary with `args` to completion: (exit code,
 /// stdout, stderr); -1 when it was killed by a signal.
@@ -68,12 +68,12 @@ pub fn fetch_settings_with(f: impl FnOnce(&mut FetchSettings)) -> FetchSettings 
 
 /// The upstream client as the proxy builds it, trusting the Mozilla roots plus
 /// `extra_roots`.
-pub fn client(extra_roots: &[PathBuf]) -> UpstreamClient {
+pub fn client(extra_roots: &[PathBuf]) -> UpstreamPools {
     build_client(&UpstreamSettings {
         connect_timeout: Duration::from_secs(2),
         pool_idle_timeout: Duration::from_secs(30),
         extra_roots: extra_roots.to_vec(),
-        http2: true,
+        upgrades: false,
     })
     .expect("upstream client")
 }

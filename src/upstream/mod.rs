@@ -6,18 +6,26 @@
 //! the PEM files of `tls.extra_roots`; nothing here can turn verification
 //! off.
 
+pub mod plain;
+
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
+use http::{Request, Response};
+use http_body::{Body, Frame, SizeHint};
 use http_body_util::combinators::BoxBody;
+use hyper::body::Incoming;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
 use crate::policy::destination::{DestinationError, DestinationPolicy, FilteringResolver};
+use plain::{PlainError, PlainPool, PooledBody};
 
 /// Errors of any body the proxy passes along.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -29,8 +37,9 @@ pub type ProxyBody = BoxBody<Bytes, BoxError>;
 /// for https URLs.
 pub type Connector = HttpsConnector<HttpConnector<FilteringResolver>>;
 
-/// The shared upstream client.
-pub type UpstreamClient = Client<Connector, ProxyBody>;
+/// hyper-util's pooled client: for https origins (HTTP/1.1 or HTTP/2) and
+/// upgrade requests.
+type UpstreamClient = Client<Connector, ProxyBody>;
 
 /// Settings for [`build_client`].
 #[derive(Debug, Clone)]
@@ -41,8 +50,11 @@ pub struct UpstreamSettings {
     pub pool_idle_timeout: Duration,
     /// PEM files whose certificates are trusted as roots besides Mozilla's.
     pub extra_roots: Vec<PathBuf>,
-    /// Offer HTTP/2 to origins (ALPN `h2`); off for upgrade requests.
-    pub http2: bool,
+    /// The pools carry upgrade requests (WebSocket): HTTP/1.1 only, and
+    /// every connection stays upgradable, so plain-http requests go through
+    /// hyper-util's client too rather than [`plain`]'s pool. Otherwise
+    /// HTTP/2 is offered to https origins (ALPN `h2`).
+    pub upgrades: bool,
 }
 
 /// Why the upstream client could not be built.
@@ -113,17 +125,18 @@ fn add_pem_roots(roots: &mut rustls::RootCertStore, path: &Path) -> Result<(), U
     Ok(())
 }
 
-/// Builds the pooled upstream client (HTTP/1.1 and HTTP/2, as the origin
-/// offers through ALPN) with no destination rules.
+/// Builds one set of pools, shared by every thread, with no destination
+/// rules: for tools and tests that run no workers.
 ///
 /// # Errors
 ///
 /// See [`client_tls_config`].
-pub fn build_client(settings: &UpstreamSettings) -> Result<UpstreamClient, UpstreamError> {
-    Ok(client_on(
-        connector(settings, DestinationPolicy::allow_all())?,
+pub fn build_client(settings: &UpstreamSettings) -> Result<UpstreamPools, UpstreamError> {
+    UpstreamPools::build(
         settings,
-    ))
+        DestinationPolicy::allow_all(),
+        std::num::NonZeroUsize::MIN,
+    )
 }
 
 /// The connector stack for `settings`, resolving through `destinations`.
@@ -142,10 +155,10 @@ fn connector(
         .with_tls_config(tls)
         .https_or_http()
         .enable_http1();
-    Ok(if settings.http2 {
-        builder.enable_http2().wrap_connector(http)
-    } else {
+    Ok(if settings.upgrades {
         builder.wrap_connector(http)
+    } else {
+        builder.enable_http2().wrap_connector(http)
     })
 }
 
@@ -157,22 +170,29 @@ fn client_on(connector: Connector, settings: &UpstreamSettings) -> UpstreamClien
         .build(connector)
 }
 
-/// One pooled client per proxy worker thread ([`crate::worker`]).
+/// The upstream pools of each proxy worker thread ([`crate::worker`]).
 ///
 /// A pooled connection is driven by a task on the runtime that opened it.
-/// Were the pool shared, a request on one worker would often ride a
+/// Were the pools shared, a request on one worker would often ride a
 /// connection driven by another, and every exchange would cost two
-/// cross-thread wake-ups; with a pool per worker a request, its upstream
+/// cross-thread wake-ups; with pools per worker a request, its upstream
 /// exchange and its answer stay on one thread. The price is that each
 /// worker opens its own connections to an origin.
 #[derive(Clone)]
 pub struct UpstreamPools {
-    clients: Arc<[UpstreamClient]>,
+    workers: Arc<[WorkerPools]>,
+}
+
+/// One worker's pools: plain-http origins go to `plain` (unless the pools
+/// carry upgrades), the rest to hyper-util's client.
+struct WorkerPools {
+    client: UpstreamClient,
+    plain: Option<PlainPool>,
 }
 
 impl UpstreamPools {
-    /// `workers` clients sharing one connector (and so one TLS
-    /// configuration and DNS filter), each with its own pool.
+    /// Pools for `workers` threads sharing one connector (and so one TLS
+    /// configuration and DNS filter).
     ///
     /// # Errors
     ///
@@ -183,25 +203,83 @@ impl UpstreamPools {
         workers: std::num::NonZeroUsize,
     ) -> Result<UpstreamPools, UpstreamError> {
         let connector = connector(settings, destinations)?;
-        let clients = (0..workers.get())
-            .map(|_| client_on(connector.clone(), settings))
+        let workers = (0..workers.get())
+            .map(|_| WorkerPools {
+                client: client_on(connector.clone(), settings),
+                plain: (!settings.upgrades)
+                    .then(|| PlainPool::new(connector.clone(), settings.pool_idle_timeout)),
+            })
             .collect();
-        Ok(UpstreamPools { clients })
+        Ok(UpstreamPools { workers })
     }
 
-    /// The client of the worker thread this runs on.
-    pub fn current(&self) -> &UpstreamClient {
+    /// The pools of the worker thread this runs on; a thread that is no
+    /// worker (tests, tools) shares worker 0's.
+    fn current(&self) -> &WorkerPools {
         // Never empty: built from a NonZeroUsize.
-        &self.clients[crate::worker::current() % self.clients.len()]
+        &self.workers[crate::worker::current() % self.workers.len()]
+    }
+
+    /// Sends `request` (absolute-form URI) to its origin on a pooled
+    /// connection of this worker and returns the response, its body
+    /// streamed. `Host` is set from the URI when the request has none.
+    ///
+    /// # Errors
+    ///
+    /// The client's error, boxed: [`UpstreamFailure::classify`] tells
+    /// what kind of failure it is.
+    pub async fn request(
+        &self,
+        request: Request<ProxyBody>,
+    ) -> Result<Response<UpstreamBody>, BoxError> {
+        let pools = self.current();
+        match &pools.plain {
+            Some(plain) if request.uri().scheme() == Some(&http::uri::Scheme::HTTP) => {
+                let response = plain.request(request).await?;
+                Ok(response.map(UpstreamBody::Plain))
+            }
+            _ => {
+                let response = pools.client.request(request).await?;
+                Ok(response.map(UpstreamBody::Client))
+            }
+        }
     }
 }
 
-impl From<UpstreamClient> for UpstreamPools {
-    /// One pool shared by every thread (for tools and tests that run no
-    /// workers).
-    fn from(client: UpstreamClient) -> Self {
-        UpstreamPools {
-            clients: Arc::new([client]),
+/// An origin's response body, from whichever pool carried the exchange.
+#[derive(Debug)]
+pub enum UpstreamBody {
+    /// From the plain-http pool; hands its connection back at the end.
+    Plain(PooledBody),
+    /// From hyper-util's client.
+    Client(Incoming),
+}
+
+impl Body for UpstreamBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        match self.get_mut() {
+            UpstreamBody::Plain(body) => Pin::new(body).poll_frame(cx),
+            UpstreamBody::Client(body) => Pin::new(body).poll_frame(cx),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            UpstreamBody::Plain(body) => body.is_end_stream(),
+            UpstreamBody::Client(body) => body.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            UpstreamBody::Plain(body) => body.size_hint(),
+            UpstreamBody::Client(body) => body.size_hint(),
         }
     }
 }
@@ -246,6 +324,9 @@ impl UpstreamFailure {
             }
             if let Some(client) = e.downcast_ref::<hyper_util::client::legacy::Error>() {
                 connect |= client.is_connect();
+            }
+            if let Some(plain) = e.downcast_ref::<PlainError>() {
+                connect |= plain.is_connect();
             }
             if let Some(tls) = find_rustls(e) {
                 if let rustls::Error::InvalidCertificate(why) = tls {
@@ -319,7 +400,7 @@ mod tests {
             connect_timeout: Duration::from_secs(1),
             pool_idle_timeout: Duration::from_secs(1),
             extra_roots: Vec::new(),
-            http2: true,
+            upgrades: false,
         };
         let destinations = Arc::new(DestinationPolicy::new(
             Vec::new(),
