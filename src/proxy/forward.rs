@@ -16,7 +16,11 @@ use crate::origin::{Origin, Scheme};
 use crate::upstream::{BoxError, ProxyBody, UpstreamFailure, UpstreamPools};
 
 /// Header fields that describe one connection and must not be forwarded.
-const HOP_BY_HOP: [HeaderName; 8] = [
+///
+/// A `static`, not a `const`: a `const` array of `HeaderName`s is built and
+/// dropped anew wherever it is named, which in the per-field loop below cost
+/// a thousand instructions per message.
+static HOP_BY_HOP: [HeaderName; 8] = [
     header::CONNECTION,
     HeaderName::from_static("keep-alive"),
     HeaderName::from_static("proxy-connection"),
@@ -32,7 +36,7 @@ const HOP_BY_HOP: [HeaderName; 8] = [
 /// them would let a client pass the identity check and still reach the origin
 /// anonymously; RFC 9110 §7.6.1 forbids listing end-to-end fields as
 /// connection options anyway.
-const IDENTITY: [HeaderName; 2] = [header::USER_AGENT, header::FROM];
+static IDENTITY: [HeaderName; 2] = [header::USER_AGENT, header::FROM];
 
 /// Removes hop-by-hop fields, including those the `Connection` field names
 /// (except [`IDENTITY`]). `Upgrade` goes too unless `keep_upgrade` (a WebSocket
@@ -52,7 +56,10 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: bool) {
         }
     }
     // Options named in `Connection` that are not fixed hop-by-hop fields,
-    // and are present (`close` and `keep-alive` never need a new name).
+    // and are present. The usual options, `close`, `keep-alive` and
+    // `upgrade`, are settled without a lookup: they are never a field to
+    // remove by name (the fixed ones go above), and the lookup of a name
+    // given as text costs more than the rest of this function.
     let mut named: Vec<HeaderName> = Vec::new();
     if has_connection {
         let options = headers
@@ -61,7 +68,13 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: bool) {
             .filter_map(|v| v.to_str().ok())
             .flat_map(|v| v.split(','))
             .map(str::trim)
-            .filter(|option| !option.is_empty() && headers.contains_key(*option))
+            .filter(|option| {
+                !option.is_empty()
+                    && !["close", "keep-alive", "upgrade"]
+                        .iter()
+                        .any(|usual| option.eq_ignore_ascii_case(usual))
+            })
+            .filter(|option| headers.contains_key(*option))
             .filter_map(|option| HeaderName::from_bytes(option.as_bytes()).ok())
             .filter(|name| !IDENTITY.contains(name) && !HOP_BY_HOP.contains(name))
             .filter(|name| name != header::UPGRADE);
