@@ -276,7 +276,10 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for IdleIo<T> {
 
 /// Runs `handle` with the connection marked busy until the response body
 /// has been sent (or dropped), and makes the connection's [`Activity`]
-/// available to the handler through the request's extensions.
+/// available to the handler through the request's extensions when it can
+/// need it: a CONNECT or an upgrade (a tunnel or WebSocket outlives the
+/// request). Others skip the insert, whose first use allocates the
+/// extension map.
 pub async fn serve_busy<F, Fut>(
     activity: Arc<Activity>,
     mut request: http::Request<hyper::body::Incoming>,
@@ -288,7 +291,11 @@ where
 {
     use http_body_util::BodyExt;
     let guard = activity.begin();
-    request.extensions_mut().insert(activity);
+    if request.method() == http::Method::CONNECT
+        || request.headers().contains_key(http::header::UPGRADE)
+    {
+        request.extensions_mut().insert(activity);
+    }
     handle(request)
         .await
         .map(|body| super::forward::HoldingBody::new(body, guard).boxed())
