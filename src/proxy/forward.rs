@@ -46,9 +46,7 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: bool) {
     // bits: most messages carry one or none of them, and a lookup per fixed
     // name would hash every one of them each time.
     let mut fixed: u16 = 0;
-    let mut has_connection = false;
     for name in headers.keys() {
-        has_connection |= name == header::CONNECTION;
         if let Some(i) = HOP_BY_HOP.iter().position(|hop| hop == name) {
             fixed |= 1 << i;
         } else if name == header::UPGRADE {
@@ -61,7 +59,8 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: bool) {
     // remove by name (the fixed ones go above), and the lookup of a name
     // given as text costs more than the rest of this function.
     let mut named: Vec<HeaderName> = Vec::new();
-    if has_connection {
+    // Bit 0: `Connection` itself (the first of `HOP_BY_HOP`).
+    if fixed & 1 != 0 {
         let options = headers
             .get_all(header::CONNECTION)
             .iter()
@@ -76,8 +75,7 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: bool) {
             })
             .filter(|option| headers.contains_key(*option))
             .filter_map(|option| HeaderName::from_bytes(option.as_bytes()).ok())
-            .filter(|name| !IDENTITY.contains(name) && !HOP_BY_HOP.contains(name))
-            .filter(|name| name != header::UPGRADE);
+            .filter(|name| !IDENTITY.contains(name) && !HOP_BY_HOP.contains(name));
         named.extend(options);
     }
     if keep_upgrade {
