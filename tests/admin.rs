@@ -7,7 +7,6 @@ mod support;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use robots_guard::admin::AdminServer;
@@ -36,13 +35,7 @@ impl Drop for Proxy {
 }
 
 async fn start_proxy(configure: impl FnOnce(&mut Config)) -> Proxy {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
-        "admin-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    let dir = support::temp_dir("admin");
     let mut config = Config::default();
     config.proxy.listen = "127.0.0.1:0".parse().expect("addr");
     config.admin.listen = "127.0.0.1:0".parse().expect("addr");

@@ -29,7 +29,7 @@ use bytes::Bytes;
 use http_body::{Body, Frame};
 use http_body_util::BodyExt;
 use support::origin::{BoxError, Reply, TestOrigin};
-use support::proxy::{config, config_with, get, get_request, Answer, ProxyConn, TestProxy};
+use support::proxy::{assert_status, config, config_with, get, get_request, ProxyConn, TestProxy};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Notify};
@@ -57,16 +57,6 @@ async fn bystander_is_served(proxy: &TestProxy, site: &TestOrigin, path: &str) {
         started.elapsed() < Duration::from_secs(2),
         "bystander waited {:?}",
         started.elapsed()
-    );
-}
-
-fn assert_status(answer: &Answer, status: u16) {
-    assert_eq!(
-        answer.status.as_u16(),
-        status,
-        "unexpected answer: {:?} {}",
-        answer.headers,
-        answer.text()
     );
 }
 
@@ -525,18 +515,6 @@ async fn tls_origin_answering_in_plaintext_is_502_naming_the_handshake() {
     bystander_is_served(&proxy, &site, "/after").await;
 }
 
-/// A temporary directory for the proxy's CA (created on first start).
-fn ca_dir() -> std::path::PathBuf {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
-        "faults-ca-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
-}
-
 /// Sends `CONNECT 127.0.0.1:443` and reads the proxy's answer head.
 async fn connect(proxy: &TestProxy) -> (TcpStream, String) {
     let mut stream = TcpStream::connect(proxy.addr()).await.expect("connect");
@@ -575,11 +553,8 @@ async fn closed_within(stream: &mut TcpStream, within: Duration) -> Vec<u8> {
 
 #[tokio::test]
 async fn client_speaking_tls_garbage_after_connect_is_dropped_and_the_proxy_stays_up() {
-    let dir = ca_dir();
     let site = healthy().await;
     let proxy = TestProxy::start(config_with(|c| {
-        c.tls.ca_cert = dir.join("ca.pem");
-        c.tls.ca_key = dir.join("ca.key");
         c.proxy.header_read_timeout = Duration::from_millis(500);
     }))
     .await;
@@ -609,5 +584,4 @@ async fn client_speaking_tls_garbage_after_connect_is_dropped_and_the_proxy_stay
     closed_within(&mut stream, Duration::from_secs(3)).await;
     assert!(started.elapsed() >= Duration::from_millis(400));
     bystander_is_served(&proxy, &site, "/after").await;
-    let _ = std::fs::remove_dir_all(&dir);
 }

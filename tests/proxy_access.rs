@@ -91,10 +91,6 @@ async fn proxy_auth_407_then_200_and_credentials_not_forwarded() {
 async fn connect_needs_credentials_and_its_user_covers_the_tunnel() {
     let proxy = TestProxy::start(config_with(|c| {
         c.auth.users.insert("bob".into(), "pw".into());
-        c.tls.ca_cert =
-            std::env::temp_dir().join(format!("rg-access-{}-ca.pem", std::process::id()));
-        c.tls.ca_key =
-            std::env::temp_dir().join(format!("rg-access-{}-ca.key", std::process::id()));
     }))
     .await;
     let answer = head(
@@ -113,11 +109,6 @@ async fn connect_needs_credentials_and_its_user_covers_the_tunnel() {
     // (tests/proxy_https.rs covers the decrypted side).
     let answer = head(proxy.addr(), &request).await;
     assert_eq!(raw_status(&answer), 200, "{answer}");
-    for suffix in ["ca.pem", "ca.key"] {
-        let _ = std::fs::remove_file(
-            std::env::temp_dir().join(format!("rg-access-{}-{suffix}", std::process::id())),
-        );
-    }
 }
 
 #[tokio::test]

@@ -19,8 +19,8 @@ use robots_guard::config::{IdentityMode, On4xx};
 use support::body::{Generated, PatternCheck};
 use support::origin::{closed_port, Reply, TestCa, TestOrigin};
 use support::proxy::{
-    config, config_with, get, get_request, nonzero, raw, raw_body, raw_header, raw_status, request,
-    send, Answer, ProxyConn, TestProxy,
+    assert_status, config, config_with, get, get_request, nonzero, raw, raw_body, raw_header,
+    raw_status, request, send, Answer, ProxyConn, TestProxy,
 };
 use support::{TEST_FROM, TEST_USER_AGENT};
 use tokio::net::{TcpListener, TcpStream};
@@ -57,16 +57,6 @@ where
         async move { reply }
     })
     .await
-}
-
-fn assert_status(answer: &Answer, status: u16) {
-    assert_eq!(
-        answer.status.as_u16(),
-        status,
-        "unexpected answer: {:?} {}",
-        answer.headers,
-        answer.text()
-    );
 }
 
 // --- 1. Forwarding ---------------------------------------------------------------------

@@ -103,7 +103,7 @@ impl TestProxy {
 
     /// The name this proxy puts in `Via`.
     pub fn pseudonym(&self) -> &str {
-        &self.state.pseudonym
+        self.state.via.pseudonym()
     }
 
     /// Fires the shutdown future and returns the task running `Server::run`, which ends
@@ -133,6 +133,18 @@ pub struct Answer {
     pub headers: HeaderMap,
     /// The body.
     pub body: Bytes,
+}
+
+/// Asserts the answer's status, showing its headers and body if it differs.
+#[track_caller]
+pub fn assert_status(answer: &Answer, status: u16) {
+    assert_eq!(
+        answer.status.as_u16(),
+        status,
+        "unexpected answer: {:?} {}",
+        answer.headers,
+        answer.text()
+    );
 }
 
 impl Answer {
