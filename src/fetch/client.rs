@@ -1,25 +1,23 @@
 //! One robots.txt fetch: GET `/robots.txt` of an origin and map what happened to a
 //! [`FetchOutcome`] (DESIGN.md §3, RFC 9309 §2.3.1).
 
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use bytes::Bytes;
 use http::header::{
     ACCEPT, CONTENT_LENGTH, ETAG, FROM, IF_MODIFIED_SINCE, IF_NONE_MATCH, LAST_MODIFIED, LOCATION,
     USER_AGENT,
 };
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, Uri};
 use http_body::Body as _;
-use http_body_util::{BodyExt, Empty};
+use http_body_util::BodyExt;
 
 use super::ttl::{freshness_lifetime, retry_after};
 use super::{FetchSettings, Validators};
 use crate::origin::Origin;
 use crate::policy::Pacer;
 use crate::robots::RobotsTxt;
-use crate::upstream::{BoxError, ProxyBody, UpstreamBody, UpstreamFailure, UpstreamPools};
+use crate::upstream::{empty_body, ProxyBody, UpstreamBody, UpstreamFailure, UpstreamPools};
 
 /// What one fetch of an origin's robots.txt came to. Each variant is a row of the table
 /// in the [module docs](super).
@@ -296,12 +294,6 @@ impl RobotsFetcher {
             self.settings.min_ttl,
         )
     }
-}
-
-fn empty_body() -> ProxyBody {
-    Empty::<Bytes>::new()
-        .map_err(|never: Infallible| -> BoxError { match never {} })
-        .boxed()
 }
 
 fn validators_of(headers: &HeaderMap) -> Validators {

@@ -84,7 +84,6 @@ pub struct Server {
     live: ReloadHandle,
     connections: Arc<Semaphore>,
     max_connections: usize,
-    workers: NonZeroUsize,
 }
 
 /// Where the server is in its life, as connections see it. Ordered: each
@@ -169,7 +168,6 @@ impl Server {
             live: ReloadHandle::new(state, config.clone()),
             connections: Arc::new(Semaphore::new(config.proxy.max_connections.get())),
             max_connections: config.proxy.max_connections.get(),
-            workers: crate::worker::count(config.proxy.workers),
         })
     }
 
@@ -180,7 +178,8 @@ impl Server {
 
     /// How many worker threads [`Server::run`] starts (`proxy.workers`).
     pub fn workers(&self) -> NonZeroUsize {
-        self.workers
+        // The state's upstream pools were sized for them: one count, one place.
+        self.live.current().client.workers()
     }
 
     /// The current state (for status pages and tests).
@@ -217,12 +216,12 @@ impl Server {
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), ServeError> {
         let (phase_tx, phase_rx) = watch::channel(Phase::Serving);
         let drain_timeout = self.live.current().drain_timeout;
+        let workers = self.workers();
         let Server {
             listener,
             live,
             connections,
             max_connections,
-            workers,
         } = self;
         let listener = match listener.into_std() {
             Ok(listener) => listener,

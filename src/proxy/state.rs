@@ -25,10 +25,8 @@ use crate::upstream::{UpstreamError, UpstreamPools, UpstreamSettings};
 pub struct ProxyState {
     /// The address the proxy listens on (for loop detection and messages).
     pub listen: SocketAddr,
-    /// This instance's name in `Via`; seeing it on an incoming request
-    /// means the request looped.
-    pub pseudonym: String,
-    /// The `Via` entries built from `pseudonym`.
+    /// This instance's `Via` entries, built from its pseudonym; seeing the
+    /// pseudonym on an incoming request means the request looped.
     pub via: super::forward::Via,
     /// User-Agent / From checks.
     pub identity: IdentityPolicy,
@@ -264,16 +262,15 @@ impl ProxyState {
                 minter: minter.clone(),
             })),
         };
-        let pseudonym = previous.map_or_else(
-            || format!("robots-guard-{:08x}", rand_u32()),
-            |p| p.pseudonym.clone(),
+        // One name for the process's life, so a request that left before a
+        // reload is still recognised if it loops back after it.
+        let via = previous.map_or_else(
+            || super::forward::Via::new(&format!("robots-guard-{:08x}", rand_u32())),
+            |p| p.via.clone(),
         );
         Ok(ProxyState {
             listen,
-            via: super::forward::Via::new(&pseudonym),
-            // One name for the process's life, so a request that left before
-            // a reload is still recognised if it loops back after it.
-            pseudonym,
+            via,
             identity,
             robot_name: config.identity.robot_name.clone(),
             robots,

@@ -33,6 +33,14 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// The body type used on both sides of the proxy: streamed, never buffered.
 pub type ProxyBody = BoxBody<Bytes, BoxError>;
 
+/// An empty body, for requests that send none.
+pub fn empty_body() -> ProxyBody {
+    use http_body_util::BodyExt;
+    http_body_util::Empty::<Bytes>::new()
+        .map_err(|never: std::convert::Infallible| -> BoxError { match never {} })
+        .boxed()
+}
+
 /// The connector stack: DNS through the destination policy, TCP, then TLS
 /// for https URLs.
 pub type Connector = HttpsConnector<HttpConnector<FilteringResolver>>;
@@ -166,7 +174,7 @@ fn connector(
 fn client_on(connector: Connector, settings: &UpstreamSettings) -> UpstreamClient {
     Client::builder(TokioExecutor::new())
         .pool_idle_timeout(settings.pool_idle_timeout)
-        .pool_max_idle_per_host(64)
+        .pool_max_idle_per_host(plain::MAX_IDLE_PER_ORIGIN)
         .build(connector)
 }
 
@@ -211,6 +219,12 @@ impl UpstreamPools {
             })
             .collect();
         Ok(UpstreamPools { workers })
+    }
+
+    /// How many workers these pools serve.
+    pub fn workers(&self) -> std::num::NonZeroUsize {
+        // Never empty: built from a NonZeroUsize.
+        std::num::NonZeroUsize::new(self.workers.len()).unwrap_or(std::num::NonZeroUsize::MIN)
     }
 
     /// The pools of the worker thread this runs on; a thread that is no

@@ -36,7 +36,6 @@ use http::header::{HeaderMap, HeaderValue, HOST};
 use http::uri::{Authority, Uri};
 use http::{Method, Request, Response};
 use http_body::{Body, Frame, SizeHint};
-use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::client::conn::http1::{self, SendRequest};
 use tokio::time::Instant;
@@ -44,7 +43,7 @@ use tower_service::Service;
 
 use super::{BoxError, Connector, ProxyBody};
 
-/// Idle connections kept per origin (the same bound as the hyper-util pools).
+/// Idle connections kept per origin (the hyper-util pools use it too).
 pub const MAX_IDLE_PER_ORIGIN: usize = 64;
 
 /// A connection idle this long may be closed by the origin's keep-alive
@@ -374,10 +373,7 @@ impl Replay {
     }
 
     fn into_request(self) -> Request<ProxyBody> {
-        let body = http_body_util::Empty::new()
-            .map_err(|never| match never {})
-            .boxed();
-        let mut request = Request::new(body);
+        let mut request = Request::new(super::empty_body());
         *request.method_mut() = self.method;
         *request.uri_mut() = self.uri;
         *request.headers_mut() = self.headers;
@@ -490,7 +486,7 @@ mod tests {
     use std::net::{TcpListener, TcpStream};
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    use http_body_util::{BodyExt, Empty};
+    use http_body_util::BodyExt;
 
     use super::*;
     use crate::policy::destination::DestinationPolicy;
@@ -592,11 +588,8 @@ mod tests {
     }
 
     fn get(port: u16, path: &str) -> Request<ProxyBody> {
-        let body = Empty::<Bytes>::new()
-            .map_err(|never| match never {})
-            .boxed();
         Request::get(format!("http://127.0.0.1:{port}{path}"))
-            .body(body)
+            .body(crate::upstream::empty_body())
             .expect("request")
     }
 
