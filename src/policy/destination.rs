@@ -43,6 +43,34 @@ pub enum DestinationError {
     },
 }
 
+/// Why [`DestinationPolicy::connect`] could not open a connection.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// The destination is denied or does not resolve.
+    #[error(transparent)]
+    Destination(#[from] DestinationError),
+    /// Every allowed address refused or failed; the last error.
+    #[error("cannot connect to {host}:{port}: {error}")]
+    Io {
+        /// The host asked for.
+        host: String,
+        /// The port asked for.
+        port: u16,
+        /// The error of the last address tried.
+        error: std::io::Error,
+    },
+    /// No address answered within the connect timeout.
+    #[error("no answer from {host}:{port} within {waited:?}")]
+    TimedOut {
+        /// The host asked for.
+        host: String,
+        /// The port asked for.
+        port: u16,
+        /// The connect timeout.
+        waited: Duration,
+    },
+}
+
 type Addresses = Arc<[IpAddr]>;
 
 /// A cached answer: when it was looked up, and the filtered result.
@@ -153,6 +181,57 @@ impl DestinationPolicy {
         answer
     }
 
+    /// Opens a TCP connection to `host:port` on one of the addresses
+    /// [`resolve`](DestinationPolicy::resolve) allows, in the resolver's
+    /// order, within `timeout` overall. Resolving once and connecting to
+    /// exactly that answer is the point: letting the socket layer look the
+    /// name up again would reach whatever a second answer says, denied or
+    /// not (a name with mixed addresses, or DNS rebinding).
+    ///
+    /// # Errors
+    ///
+    /// [`ConnectError`]: denied or unresolvable, refused, or timed out.
+    pub async fn connect(
+        &self,
+        host: &str,
+        port: u16,
+        timeout: Duration,
+    ) -> Result<tokio::net::TcpStream, ConnectError> {
+        let addresses = self.resolve(host).await?;
+        let attempts = async {
+            let mut last = None;
+            for ip in addresses.iter() {
+                match tokio::net::TcpStream::connect(SocketAddr::new(*ip, port)).await {
+                    Ok(stream) => return Ok(stream),
+                    Err(error) => last = Some(error),
+                }
+            }
+            Err(last.unwrap_or_else(|| std::io::ErrorKind::NotFound.into()))
+        };
+        match tokio::time::timeout(timeout, attempts).await {
+            Ok(Ok(stream)) => Ok(stream),
+            Ok(Err(error)) => Err(ConnectError::Io {
+                host: host.to_string(),
+                port,
+                error,
+            }),
+            Err(_) => Err(ConnectError::TimedOut {
+                host: host.to_string(),
+                port,
+                waited: timeout,
+            }),
+        }
+    }
+
+    /// Stores `addresses` as the current answer for `host`, filtered as a
+    /// lookup's would be: lets tests give a name an answer no resolver here
+    /// would (a mix of denied and allowed addresses).
+    #[cfg(test)]
+    fn remember(&self, host: &str, addresses: Vec<IpAddr>) {
+        let answer = self.filter(host, addresses);
+        self.lock().put(host.to_string(), (Instant::now(), answer));
+    }
+
     fn filter(&self, host: &str, all: Vec<IpAddr>) -> Result<Addresses, DestinationError> {
         let allowed: Vec<IpAddr> = all
             .iter()
@@ -246,5 +325,47 @@ mod tests {
             open.resolve("name.that.does.not.exist.invalid").await,
             Err(DestinationError::Lookup { .. })
         ));
+    }
+
+    /// A name whose answer mixes a denied address (where a listener waits)
+    /// with an allowed one (where nothing listens): the connection must
+    /// never reach the denied address, however the name would resolve
+    /// again. Then the other way round: the allowed address is used.
+    #[tokio::test]
+    async fn connect_uses_only_the_allowed_addresses_of_the_answer() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let loopback: IpAddr = "127.0.0.1".parse().expect("ip");
+        let elsewhere: IpAddr = "127.0.0.2".parse().expect("ip");
+        let timeout = Duration::from_secs(5);
+
+        let p = policy(&["127.0.0.1/32"]);
+        p.remember("mixed.test", vec![loopback, elsewhere]);
+        let refused = p.connect("mixed.test", port, timeout).await;
+        assert!(
+            matches!(refused, Err(ConnectError::Io { .. })),
+            "{refused:?}"
+        );
+        let reached = tokio::time::timeout(Duration::from_millis(200), listener.accept()).await;
+        assert!(reached.is_err(), "the denied address was connected to");
+        p.remember("denied.test", vec![loopback]);
+        assert!(matches!(
+            p.connect("denied.test", port, timeout).await,
+            Err(ConnectError::Destination(DestinationError::Denied { .. }))
+        ));
+
+        let p = policy(&["127.0.0.2/32"]);
+        p.remember("mixed.test", vec![elsewhere, loopback]);
+        let stream = p
+            .connect("mixed.test", port, timeout)
+            .await
+            .expect("connects");
+        let (accepted, _) = listener.accept().await.expect("accepted");
+        assert_eq!(
+            accepted.peer_addr().expect("peer"),
+            stream.local_addr().expect("local")
+        );
     }
 }

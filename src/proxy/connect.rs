@@ -27,6 +27,7 @@ use crate::config::TlsMode;
 use crate::fetch::RobotsRules;
 use crate::metrics::ConnectionKind;
 use crate::origin::{Origin, Scheme};
+use crate::policy::destination::{ConnectError, DestinationError};
 use crate::telemetry::{log_request, RequestRecord};
 use crate::upstream::ProxyBody;
 
@@ -295,29 +296,34 @@ async fn tunnel_decision(
                 "pacing",
             )
         })?;
-    let address = (origin.host.as_str(), origin.port);
-    let upstream =
-        match tokio::time::timeout(state.connect_timeout, TcpStream::connect(address)).await {
-            Ok(Ok(stream)) => stream,
-            Ok(Err(error)) => {
-                return Err(refuse(
-                    Answer::UpstreamError {
-                        origin: origin.to_string(),
-                        reason: format!("cannot connect to the origin: {error}"),
-                    },
-                    "upstream-failed",
-                ))
-            }
-            Err(_) => {
-                return Err(refuse(
-                    Answer::UpstreamTimeout {
-                        origin: origin.to_string(),
-                        waited: state.connect_timeout,
-                    },
-                    "upstream-failed",
-                ))
-            }
-        };
+    // Only to an address the deny list allows, from the same answer the
+    // check above used: a second lookup by the socket layer could differ.
+    let upstream = state
+        .destinations
+        .connect(&origin.host, origin.port, state.connect_timeout)
+        .await
+        .map_err(|error| match error {
+            ConnectError::Destination(DestinationError::Denied { .. }) => refuse(
+                Answer::DestinationDenied {
+                    host: origin.host.clone(),
+                },
+                "destination-denied",
+            ),
+            ConnectError::TimedOut { waited, .. } => refuse(
+                Answer::UpstreamTimeout {
+                    origin: origin.to_string(),
+                    waited,
+                },
+                "upstream-failed",
+            ),
+            error => refuse(
+                Answer::UpstreamError {
+                    origin: origin.to_string(),
+                    reason: error.to_string(),
+                },
+                "upstream-failed",
+            ),
+        })?;
     let _ = upstream.set_nodelay(true);
     Ok(Decision::Tunnel {
         upstream,
