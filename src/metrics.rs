@@ -28,6 +28,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
+use arc_swap::ArcSwapOption;
 use http::{HeaderMap, HeaderName, StatusCode, Uri};
 use lru::LruCache;
 use prometheus_client::collector::Collector;
@@ -80,7 +81,22 @@ pub struct ScrapeSources {
     /// The pacer (hosts with pacing state).
     pub pacer: Pacer,
     /// The leaf minter, in intercept mode (certificates minted and cached).
-    pub minter: Option<Arc<LeafMinter>>,
+    /// Swappable because a reload can change the mode or the CA files while
+    /// the registry (and this collector) lives on: see
+    /// [`Metrics::follow_minter`].
+    pub minter: Arc<ArcSwapOption<LeafMinter>>,
+}
+
+impl ScrapeSources {
+    /// Sources reading `minter` until [`Metrics::follow_minter`] says
+    /// otherwise.
+    pub fn new(robots: RobotsCache, pacer: Pacer, minter: Option<Arc<LeafMinter>>) -> Self {
+        ScrapeSources {
+            robots,
+            pacer,
+            minter: Arc::new(ArcSwapOption::new(minter)),
+        }
+    }
 }
 
 /// The kind of connection counted by [`Metrics::connection_opened`].
@@ -470,6 +486,12 @@ impl Metrics {
         self.started.elapsed()
     }
 
+    /// Makes scrapes read `minter` from now on: a reload that applied a
+    /// new `tls.mode` or CA built a new one (or none).
+    pub fn follow_minter(&self, minter: Option<Arc<LeafMinter>>) {
+        self.sources.minter.store(minter);
+    }
+
     /// The sources read at scrape time, for the status page.
     pub fn sources(&self) -> &ScrapeSources {
         &self.sources
@@ -587,6 +609,7 @@ impl Collector for SourceCollector {
         let (minted, cached) = self
             .0
             .minter
+            .load()
             .as_ref()
             .map_or((0, 0), |m| (m.minted_count(), m.cached_count()));
         counter(
@@ -698,11 +721,7 @@ mod tests {
             pacer.clone(),
             Arc::new(settings),
         ));
-        Metrics::new(ScrapeSources {
-            robots,
-            pacer,
-            minter: None,
-        })
+        Metrics::new(ScrapeSources::new(robots, pacer, None))
     }
 
     fn record(m: &Metrics, url: &str, verdict: &'static str, status: u16) {

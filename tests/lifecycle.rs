@@ -318,6 +318,39 @@ async fn bad_config_is_refused_and_the_old_one_kept() {
     assert_eq!(status, StatusCode::OK, "still the old configuration");
 }
 
+/// A reload refused by a late check (an htpasswd file that cannot be read,
+/// checked after the deny list is read) must not have applied part of
+/// itself: the deny list of the refused file, which denies the origin,
+/// must not be in force.
+#[tokio::test]
+async fn a_refused_reload_applies_none_of_its_deny_list() {
+    let origin = origin(Duration::ZERO).await;
+    let proxy = start_proxy("[identity]\nuser_agent = \"pass\"\n").await;
+    std::fs::write(
+        proxy.config_path(),
+        format!(
+            "[proxy]\nlisten = \"127.0.0.1:0\"\ndeny_destinations = [\"127.0.0.0/8\"]\n\
+             [identity]\nuser_agent = \"pass\"\n\
+             [rate_limit]\ndefault_delay = \"0s\"\n\
+             [tls]\nmode = \"tunnel\"\n\
+             [auth]\nhtpasswd = \"{}\"\n",
+            proxy.dir.join("missing.htpasswd").display()
+        ),
+    )
+    .expect("write config");
+    let error = proxy
+        .reload
+        .reload_from(&proxy.config_path())
+        .expect_err("an unreadable htpasswd file is refused");
+    assert!(error.to_string().contains("missing.htpasswd"), "{error}");
+    let mut sender = client(proxy.addr).await;
+    let (status, reason, body) = send(&mut sender, get(&origin.url("/page"), None))
+        .await
+        .expect("request");
+    assert_eq!(status, StatusCode::OK, "{reason:?}: {body}");
+    assert_eq!(origin.hits("/page"), 1);
+}
+
 #[tokio::test]
 async fn reload_names_keys_that_need_a_restart() {
     let proxy = start_proxy("[identity]\nuser_agent = \"pass\"\n").await;

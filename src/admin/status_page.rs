@@ -101,7 +101,7 @@ fn summary(page: &mut String, state: &ProxyState) {
         escape(&state.listen.to_string()),
         age(metrics.uptime()),
     );
-    let minted = sources.minter.as_ref().map_or(0, |m| m.minted_count());
+    let minted = state.minter.as_ref().map_or(0, |m| m.minted_count());
     let items: [(&str, String); 9] = [
         ("allowed", totals.allowed.to_string()),
         ("denied", totals.denied.to_string()),

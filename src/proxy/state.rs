@@ -163,10 +163,8 @@ impl ProxyState {
                 // The running clients are kept, but a bad `extra_roots`
                 // must not pass for good until the next restart.
                 crate::upstream::client_tls_config(&config.tls.extra_roots)?;
-                // The connectors resolve through this policy: update it in
-                // place so the new deny list applies at once.
-                p.destinations
-                    .set_deny(config.proxy.deny_destinations.clone());
+                // The deny list is updated in place below, once nothing
+                // can refuse the reload any more.
                 (
                     p.client.clone(),
                     p.upgrade_client.clone(),
@@ -256,12 +254,20 @@ impl ProxyState {
             .unwrap_or_else(|| product_token(&config.identity.default_user_agent).to_string());
         let metrics = match previous {
             Some(p) => p.metrics.clone(),
-            None => Arc::new(Metrics::new(ScrapeSources {
-                robots: robots.clone(),
-                pacer: pacer.clone(),
-                minter: minter.clone(),
-            })),
+            None => Arc::new(Metrics::new(ScrapeSources::new(
+                robots.clone(),
+                pacer.clone(),
+                minter.clone(),
+            ))),
         };
+        // Every fallible step is behind us: apply what the reused parts
+        // share with the running state. The connectors resolve through this
+        // policy, so the new deny list applies at once; a refused reload
+        // must leave both untouched.
+        if previous.is_some() {
+            destinations.set_deny(config.proxy.deny_destinations.clone());
+            metrics.follow_minter(minter.clone());
+        }
         // One name for the process's life, so a request that left before a
         // reload is still recognised if it loops back after it.
         let via = previous.map_or_else(
