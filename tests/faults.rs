@@ -517,20 +517,7 @@ async fn tls_origin_answering_in_plaintext_is_502_naming_the_handshake() {
 
 /// Sends `CONNECT 127.0.0.1:443` and reads the proxy's answer head.
 async fn connect(proxy: &TestProxy) -> (TcpStream, String) {
-    let mut stream = TcpStream::connect(proxy.addr()).await.expect("connect");
-    stream
-        .write_all(b"CONNECT 127.0.0.1:443 HTTP/1.1\r\nHost: 127.0.0.1:443\r\n\r\n")
-        .await
-        .expect("send CONNECT");
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        if stream.read(&mut byte).await.expect("read the answer") == 0 {
-            break;
-        }
-        head.push(byte[0]);
-    }
-    (stream, String::from_utf8_lossy(&head).into_owned())
+    support::proxy::connect_head(proxy.addr(), "127.0.0.1:443", "").await
 }
 
 /// Reads until the proxy closes the connection; panics if it is still open after

@@ -367,36 +367,11 @@ async fn reload_names_keys_that_need_a_restart() {
 /// An intercepted (CONNECT + TLS with the proxy's CA) HTTP/1.1 connection
 /// to a TLS origin on 127.0.0.1.
 async fn intercepted(proxy: &Proxy, port: u16) -> SendRequest<Empty<Bytes>> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = TcpStream::connect(proxy.addr).await.expect("connect");
-    let head = format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n");
-    stream.write_all(head.as_bytes()).await.expect("CONNECT");
-    let mut answer = Vec::new();
-    let mut byte = [0u8; 1];
-    while !answer.ends_with(b"\r\n\r\n") {
-        assert_eq!(
-            stream.read(&mut byte).await.expect("read"),
-            1,
-            "proxy closed"
-        );
-        answer.push(byte[0]);
-    }
-    assert!(answer.starts_with(b"HTTP/1.1 200"), "{answer:?}");
+    let target = format!("127.0.0.1:{port}");
+    let (stream, head) = support::proxy::connect_head(proxy.addr, &target, "").await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     let ca = std::fs::read(proxy.dir.join("ca.pem")).expect("proxy CA");
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in rustls_pemfile::certs(&mut ca.as_slice()) {
-        roots.add(cert.expect("PEM")).expect("root");
-    }
-    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-    let mut tls = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .expect("versions")
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    tls.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("name");
-    let stream = tokio_rustls::TlsConnector::from(std::sync::Arc::new(tls))
-        .connect(name, stream)
+    let stream = support::proxy::tls_handshake(stream, &ca, &[b"http/1.1"])
         .await
         .expect("TLS with the proxy");
     let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))

@@ -7,7 +7,6 @@
 mod support;
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{Request, StatusCode};
@@ -16,13 +15,11 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use robots_guard::config::{Config, TlsMode};
 use robots_guard::proxy::Server;
-use rustls::pki_types::ServerName;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio_rustls::client::TlsStream;
-use tokio_rustls::TlsConnector;
 
 use support::origin::{Reply, TestCa, TestOrigin};
+use support::proxy::{connect_head, tls_handshake};
 
 const UA: &str = "TestBot/1.0 (+https://example.invalid/bot)";
 
@@ -83,51 +80,7 @@ async fn connect(
     let ua = user_agent
         .map(|ua| format!("User-Agent: {ua}\r\n"))
         .unwrap_or_default();
-    connect_with(proxy, target, &ua).await
-}
-
-/// Sends CONNECT with extra header lines (each ending in CRLF).
-async fn connect_with(proxy: std::net::SocketAddr, target: &str, ua: &str) -> (TcpStream, String) {
-    let mut stream = TcpStream::connect(proxy).await.expect("connect to proxy");
-    let head = format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n{ua}\r\n");
-    stream
-        .write_all(head.as_bytes())
-        .await
-        .expect("send CONNECT");
-    let mut response = Vec::new();
-    let mut byte = [0u8; 1];
-    while !response.ends_with(b"\r\n\r\n") {
-        if stream.read(&mut byte).await.expect("read CONNECT answer") == 0 {
-            break;
-        }
-        response.push(byte[0]);
-    }
-    let text = String::from_utf8_lossy(&response).into_owned();
-    (stream, text)
-}
-
-fn client_tls(root_pem: &[u8], alpn: &[&[u8]]) -> TlsConnector {
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in rustls_pemfile::certs(&mut &root_pem[..]) {
-        roots.add(cert.expect("PEM cert")).expect("add root");
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .expect("versions")
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-    TlsConnector::from(Arc::new(config))
-}
-
-async fn tls_handshake(
-    stream: TcpStream,
-    root_pem: &[u8],
-    alpn: &[&[u8]],
-) -> std::io::Result<TlsStream<TcpStream>> {
-    let name = ServerName::try_from("127.0.0.1").expect("server name");
-    client_tls(root_pem, alpn).connect(name, stream).await
+    connect_head(proxy, target, &ua).await
 }
 
 struct Answer {
@@ -313,7 +266,7 @@ async fn tunnel_user_covers_the_decrypted_requests() {
     let (_, status) = connect(proxy.addr, &target, None).await;
     assert!(status.starts_with("HTTP/1.1 407"), "{status}");
     // "carol:pw" in base64.
-    let (stream, status) = connect_with(
+    let (stream, status) = connect_head(
         proxy.addr,
         &target,
         "Proxy-Authorization: Basic Y2Fyb2w6cHc=\r\n",

@@ -317,3 +317,50 @@ pub fn raw_body(answer: &str) -> &str {
 pub fn nonzero(n: usize) -> NonZeroUsize {
     NonZeroUsize::new(n).expect("non-zero")
 }
+
+/// Sends `CONNECT target` with `extra` header lines (each ending in CRLF) and reads the
+/// proxy's answer head, one byte at a time so nothing after it is consumed: the stream is
+/// then the tunnel (on `200`). The head is what arrived before a close, if the proxy closed.
+pub async fn connect_head(proxy: SocketAddr, target: &str, extra: &str) -> (TcpStream, String) {
+    let mut stream = TcpStream::connect(proxy).await.expect("connect to proxy");
+    let head = format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n{extra}\r\n");
+    stream
+        .write_all(head.as_bytes())
+        .await
+        .expect("send CONNECT");
+    let mut answer = Vec::new();
+    let mut byte = [0u8; 1];
+    while !answer.ends_with(b"\r\n\r\n") {
+        if stream.read(&mut byte).await.expect("read CONNECT answer") == 0 {
+            break;
+        }
+        answer.push(byte[0]);
+    }
+    (stream, String::from_utf8_lossy(&answer).into_owned())
+}
+
+/// A TLS client trusting only the PEM certificates in `root_pem`, offering `alpn`.
+pub fn client_tls(root_pem: &[u8], alpn: &[&[u8]]) -> tokio_rustls::TlsConnector {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pemfile::certs(&mut &root_pem[..]) {
+        roots.add(cert.expect("PEM cert")).expect("add root");
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    tokio_rustls::TlsConnector::from(Arc::new(config))
+}
+
+/// A TLS handshake for `127.0.0.1` over `stream` (a tunnel), trusting `root_pem`.
+pub async fn tls_handshake(
+    stream: TcpStream,
+    root_pem: &[u8],
+    alpn: &[&[u8]],
+) -> std::io::Result<tokio_rustls::client::TlsStream<TcpStream>> {
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("server name");
+    client_tls(root_pem, alpn).connect(name, stream).await
+}
