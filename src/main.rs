@@ -158,7 +158,7 @@ fn serve(config_path: &std::path::Path) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
-        let admin = match AdminServer::bind(config.admin.listen, server.state()).await {
+        let admin = match AdminServer::bind(config.admin.listen, server.reload_handle()).await {
             Ok(admin) => admin,
             Err(e) => {
                 tracing::error!("{e}");

@@ -10,8 +10,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use robots_guard::admin::AdminServer;
-use robots_guard::config::Config;
-use robots_guard::proxy::Server;
+use robots_guard::config::{Config, TlsMode};
+use robots_guard::proxy::{ReloadHandle, Server};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -25,6 +25,7 @@ const ROBOTS: &str = "User-agent: *\nDisallow: /private\n";
 struct Proxy {
     addr: SocketAddr,
     admin: SocketAddr,
+    reload: ReloadHandle,
     dir: PathBuf,
 }
 
@@ -44,12 +45,13 @@ async fn start_proxy(configure: impl FnOnce(&mut Config)) -> Proxy {
     config.tls.ca_key = dir.join("ca.key");
     configure(&mut config);
     let server = Server::bind(&config).await.expect("proxy binds");
-    let admin = AdminServer::bind(config.admin.listen, server.state())
+    let admin = AdminServer::bind(config.admin.listen, server.reload_handle())
         .await
         .expect("admin binds");
     let proxy = Proxy {
         addr: server.local_addr(),
         admin: admin.local_addr(),
+        reload: server.reload_handle(),
         dir,
     };
     tokio::spawn(async move {
@@ -345,4 +347,44 @@ fn section<'a>(html: &'a str, marker: &str) -> &'a str {
     let start = html.find(marker).expect("section present");
     let rest = &html[start..];
     &rest[..rest.find("</table>").unwrap_or(rest.len())]
+}
+
+/// The admin listener follows reloads: after switching from tunnel to
+/// intercept mode, the page says so and the scrape counts the new minter's
+/// certificates (it read the startup state before).
+#[tokio::test]
+async fn status_page_and_metrics_follow_a_reload() {
+    let proxy = start_proxy(|c| c.tls.mode = TlsMode::Tunnel).await;
+    let page = admin(&proxy, "GET", "/", "").await;
+    assert!(page.body.contains("HTTPS tunnelled"), "{}", page.body);
+
+    let path = proxy.dir.join("config.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[proxy]\nlisten = \"127.0.0.1:0\"\n[admin]\nlisten = \"127.0.0.1:0\"\n\
+             [rate_limit]\ndefault_delay = \"0s\"\n\
+             [tls]\nmode = \"intercept\"\nca_cert = \"{}\"\nca_key = \"{}\"\n",
+            proxy.dir.join("ca.pem").display(),
+            proxy.dir.join("ca.key").display()
+        ),
+    )
+    .expect("write config");
+    proxy.reload.reload_from(&path).expect("reload");
+    let page = admin(&proxy, "GET", "/", "").await;
+    assert!(page.body.contains("HTTPS intercepted"), "{}", page.body);
+
+    // One intercepted handshake mints one leaf certificate.
+    let (stream, head) = support::proxy::connect_head(proxy.addr, "127.0.0.1:443", "").await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let ca = std::fs::read(proxy.dir.join("ca.pem")).expect("the CA made on reload");
+    support::proxy::tls_handshake(stream, &ca, &[b"http/1.1"])
+        .await
+        .expect("TLS with the proxy's new CA");
+    let metrics = scrape(&proxy).await;
+    assert_eq!(
+        sample(&metrics, "robots_guard_tls_leaf_certificates_minted_total"),
+        Some(1.0),
+        "{metrics}"
+    );
 }

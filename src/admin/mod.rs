@@ -28,7 +28,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
-use crate::proxy::ProxyState;
+use crate::proxy::{ProxyState, ReloadHandle};
 
 /// At most this many admin connections are served at once: the endpoint is
 /// for a scraper and a few people, and must not compete with the proxy.
@@ -63,25 +63,27 @@ pub enum AdminError {
 pub struct AdminServer {
     listener: TcpListener,
     local_addr: SocketAddr,
-    state: Arc<ProxyState>,
+    /// Read per request: the page and the scrape show the configuration
+    /// in force now, not the one at start.
+    live: ReloadHandle,
 }
 
 impl AdminServer {
     /// Binds `addr` (port 0 picks a free port; see
-    /// [`local_addr`](AdminServer::local_addr)) for the proxy whose state is
-    /// `state`.
+    /// [`local_addr`](AdminServer::local_addr)) for the proxy whose current
+    /// state `live` gives (it follows reloads).
     ///
     /// # Errors
     ///
     /// [`AdminError::Bind`] when the address cannot be bound.
-    pub async fn bind(addr: SocketAddr, state: Arc<ProxyState>) -> Result<AdminServer, AdminError> {
+    pub async fn bind(addr: SocketAddr, live: ReloadHandle) -> Result<AdminServer, AdminError> {
         let bind_error = |error| AdminError::Bind { addr, error };
         let listener = TcpListener::bind(addr).await.map_err(bind_error)?;
         let local_addr = listener.local_addr().map_err(bind_error)?;
         Ok(AdminServer {
             listener,
             local_addr,
-            state,
+            live,
         })
     }
 
@@ -106,9 +108,9 @@ impl AdminServer {
                     continue;
                 }
             };
-            let state = self.state.clone();
+            let live = self.live.clone();
             let service = service_fn(move |request| {
-                let state = state.clone();
+                let state = live.current();
                 async move { Ok::<_, Infallible>(route(&state, &request)) }
             });
             tokio::spawn(async move {
