@@ -211,11 +211,47 @@ async fn drain_timeout_cuts_a_request_still_running() {
         Config::load(&write_config(&dir, "[identity]\nuser_agent = \"pass\"\n")).expect("config");
     config.proxy.drain_timeout = Duration::from_millis(300);
     let mut proxy = start_with(config, dir).await;
+    shutdown_cuts_a_slow_request_after(&mut proxy, &origin, Duration::from_millis(300)).await;
+}
+
+/// `drain_timeout` is read when the drain starts: a reload that shortened
+/// it (from the 5 s of the file the proxy started with) is obeyed.
+#[tokio::test]
+async fn drain_timeout_changed_by_a_reload_is_obeyed() {
+    let origin = origin(Duration::from_secs(30)).await;
+    let mut proxy = start_proxy("[identity]\nuser_agent = \"pass\"\n").await;
+    // A first answer shows `run` has started (and read what it reads at
+    // start) before the reload.
+    let (status, _, _) = send(&mut client(proxy.addr).await, get(&origin.url("/a"), None))
+        .await
+        .expect("request");
+    assert_eq!(status, StatusCode::OK);
+    let text = std::fs::read_to_string(proxy.config_path()).expect("config");
+    std::fs::write(
+        proxy.config_path(),
+        text.replace("drain_timeout = \"5s\"", "drain_timeout = \"300ms\""),
+    )
+    .expect("write config");
+    proxy
+        .reload
+        .reload_from(&proxy.config_path())
+        .expect("reload");
+    shutdown_cuts_a_slow_request_after(&mut proxy, &origin, Duration::from_millis(300)).await;
+}
+
+/// Starts a request that `origin` answers only after 30 s, shuts `proxy`
+/// down, and checks that the drain gives up after `drain` (not before, and
+/// well before the 5 s the test files start with) and cuts the request.
+async fn shutdown_cuts_a_slow_request_after(
+    proxy: &mut Proxy,
+    origin: &TestOrigin,
+    drain: Duration,
+) {
     let mut sender = client(proxy.addr).await;
     let slow = origin.url("/slow");
     let request =
         tokio::spawn(async move { send(&mut sender, get(&slow, Some("SlowBot/1.0"))).await });
-    wait_for_hits(&origin, "/slow", 1).await;
+    wait_for_hits(origin, "/slow", 1).await;
     let shutdown_at = std::time::Instant::now();
     proxy.shut_down();
     tokio::time::timeout(Duration::from_secs(3), &mut proxy.run)
@@ -223,10 +259,7 @@ async fn drain_timeout_cuts_a_request_still_running() {
         .expect("run returns after the drain timeout")
         .expect("run does not panic");
     let waited = shutdown_at.elapsed();
-    assert!(
-        waited >= Duration::from_millis(300),
-        "returned after {waited:?}"
-    );
+    assert!(waited >= drain, "returned after {waited:?}");
     let answer = tokio::time::timeout(Duration::from_secs(2), request)
         .await
         .expect("the client sees the connection close")

@@ -215,7 +215,6 @@ impl Server {
     /// worker stopped before `shutdown` (after draining what is left).
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), ServeError> {
         let (phase_tx, phase_rx) = watch::channel(Phase::Serving);
-        let drain_timeout = self.live.current().drain_timeout;
         let workers = self.workers();
         let Server {
             listener,
@@ -231,7 +230,7 @@ impl Server {
             }
         };
         let shared = Acceptor {
-            live,
+            live: live.clone(),
             connections: connections.clone(),
             phase: phase_rx,
         };
@@ -250,6 +249,8 @@ impl Server {
                 Err(ServeError::NoWorkers)
             }
         };
+        // Read now, not at start: a reload may have changed it since.
+        let drain_timeout = live.current().drain_timeout;
         tracing::info!(
             timeout = ?drain_timeout,
             "shutting down: draining in-flight requests"
