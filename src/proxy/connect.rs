@@ -376,8 +376,12 @@ async fn intercept(
             return;
         }
     };
+    // The client chose the protocol in the handshake (we offer h2 and
+    // http/1.1); no ALPN means HTTP/1.1 (RFC 9113 §3.2 has h2 over TLS
+    // negotiated by ALPN only).
+    let http2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
     let activity = Activity::new();
-    let io = IdleIo::new(tls, activity.clone(), state.timeouts);
+    let io = TokioIo::new(IdleIo::new(tls, activity.clone(), state.timeouts));
     let max_header_bytes = state.max_header_bytes;
     let live = scope.clone();
     let service = service_fn(move |request: Request<Incoming>| {
@@ -396,25 +400,30 @@ async fn intercept(
             Ok::<_, std::convert::Infallible>(response)
         }
     });
-    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-    // hyper-util's builder has no head-size limit of its own; bounding the
-    // read buffer bounds the head (431 past it), as on the plain listener.
-    builder
-        .http1()
-        .timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(None)
-        .max_buf_size(max_header_bytes);
-    let connection = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
-    let Some(scope) = scope else {
-        if let Err(error) = connection.await {
-            tracing::debug!(%client, %error, "intercepted connection ended with an error");
-        }
-        return;
-    };
     // As for plain connections: finish the request in progress on
     // shutdown, and drop the connection when the drain times out.
-    if let Some(Err(error)) = serve_until_drained!(connection, &scope) {
-        tracing::debug!(%client, %error, "intercepted connection ended with an error");
+    macro_rules! serve {
+        ($connection:expr) => {{
+            let connection = $connection;
+            let result = match &scope {
+                Some(scope) => serve_until_drained!(connection, scope),
+                None => Some(connection.await),
+            };
+            if let Some(Err(error)) = result {
+                tracing::debug!(%client, %error, "intercepted connection ended with an error");
+            }
+        }};
+    }
+    if http2 {
+        let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+        builder
+            .timer(hyper_util::rt::TokioTimer::new())
+            .max_header_list_size(u32::try_from(max_header_bytes).unwrap_or(u32::MAX));
+        serve!(builder.serve_connection(io, service));
+    } else {
+        serve!(super::http1_server(max_header_bytes)
+            .serve_connection(io, service)
+            .with_upgrades());
     }
 }
 

@@ -426,16 +426,7 @@ impl Acceptor {
                 )
             }
         });
-        // hyper's own head timer would also close idle keep-alive
-        // connections; `idle::IdleIo` keeps the two limits apart.
-        // `max_buf_size` alone is not a head limit: one read can take the
-        // buffer past it and a head that then parses is accepted.
-        // `max_header_size` checks the parsed head itself (431).
-        let connection = hyper::server::conn::http1::Builder::new()
-            .timer(TokioTimer::new())
-            .header_read_timeout(None)
-            .max_buf_size(state.max_header_bytes)
-            .max_header_size(state.max_header_bytes)
+        let connection = http1_server(state.max_header_bytes)
             .serve_connection(TokioIo::new(io), service)
             .with_upgrades();
         tokio::spawn(async move {
@@ -462,4 +453,21 @@ async fn refuse_client(mut stream: TcpStream, client: SocketAddr) {
     );
     let _ = stream.write_all(answer.as_bytes()).await;
     let _ = stream.shutdown().await;
+}
+
+/// The HTTP/1.1 server settings of every client connection, plain or
+/// intercepted: heads bounded by `max_header_bytes` (431 past it), and no
+/// head timer of hyper's own (it would also close idle keep-alive
+/// connections; `idle::IdleIo` keeps the two limits apart).
+/// `max_buf_size` alone is not a head limit: one read can take the buffer
+/// past it, and a head that then parses is accepted; `max_header_size`
+/// checks the parsed head itself.
+fn http1_server(max_header_bytes: usize) -> hyper::server::conn::http1::Builder {
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(None)
+        .max_buf_size(max_header_bytes)
+        .max_header_size(max_header_bytes);
+    builder
 }
