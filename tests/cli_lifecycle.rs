@@ -148,6 +148,24 @@ fn check_config_loads_the_files_the_config_names() {
     let (code, _, err) = check_config(&path);
     assert_eq!(code, 2);
     assert!(err.contains("no-such-dir"), "{err}");
+
+    // The htpasswd file `serve` reads: missing, then with a bad line.
+    let htpasswd = dir.join("users.htpasswd");
+    std::fs::write(
+        &path,
+        format!(
+            "[tls]\nmode = \"tunnel\"\n[auth]\nhtpasswd = \"{}\"\n",
+            htpasswd.display()
+        ),
+    )
+    .unwrap();
+    let (code, _, err) = check_config(&path);
+    assert_eq!(code, 2);
+    assert!(err.contains("users.htpasswd"), "{err}");
+    std::fs::write(&htpasswd, "alice-without-a-hash\n").unwrap();
+    let (code, _, err) = check_config(&path);
+    assert_eq!(code, 2);
+    assert!(err.contains("users.htpasswd line 1"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -390,8 +390,8 @@ pub enum CaStatus {
 }
 
 /// Checks what a configuration refers to without starting anything: the
-/// `tls.extra_roots` PEM files, the identity defaults, and (in intercept
-/// mode) the CA files when they exist. Creates nothing, unlike
+/// `tls.extra_roots` PEM files, the `auth` users and htpasswd file, the
+/// identity defaults, and (in intercept mode) the CA files when they exist. Creates nothing, unlike
 /// [`ProxyState::new`], which creates a missing CA.
 ///
 /// # Errors
@@ -399,6 +399,11 @@ pub enum CaStatus {
 /// The [`StateError`] that starting the proxy with `config` would meet.
 pub fn preflight(config: &Config) -> Result<CaStatus, StateError> {
     crate::upstream::client_tls_config(&config.tls.extra_roots)?;
+    ProxyAuth::new(
+        &config.auth.users,
+        config.auth.htpasswd.as_deref(),
+        &config.auth.realm,
+    )?;
     FetchSettings::from_config(config)?;
     if config.tls.mode == TlsMode::Tunnel {
         return Ok(CaStatus::NotUsed);
