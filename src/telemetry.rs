@@ -143,8 +143,9 @@ pub struct RequestRecord<'a> {
     pub user: Option<&'a str>,
     /// The request method.
     pub method: &'a str,
-    /// The request target.
-    pub url: &'a str,
+    /// The request target, formatted only where it is written out (a log
+    /// line that is not enabled costs nothing).
+    pub url: &'a http::Uri,
     /// The target's host (the pacing key), when the request got that far;
     /// saves the metrics from parsing `url` again.
     pub host: Option<&'a str>,
@@ -171,7 +172,7 @@ pub fn log_request(r: &RequestRecord<'_>) {
         client = %r.client,
         user = r.user,
         method = r.method,
-        url = r.url,
+        url = %r.url,
         agent = r.agent,
         verdict = r.verdict,
         rule_line = r.rule_line,

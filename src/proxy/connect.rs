@@ -38,7 +38,7 @@ pub async fn handle(
     mut request: Request<Incoming>,
 ) -> Response<ProxyBody> {
     let started = std::time::Instant::now();
-    let target = request.uri().to_string();
+    let target = request.uri().clone();
     // The connection's slot and lifecycle, for the task that outlives this
     // request (absent only when called outside the listener).
     let scope = request.extensions_mut().remove::<ConnectionScope>();

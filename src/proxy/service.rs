@@ -78,7 +78,9 @@ pub async fn serve_request(
     let request = request.map(|body| body.map_err(|e| BoxError::from(ClientBodyError(e))).boxed());
     // Standard methods clone without allocating.
     let method = request.method().clone();
-    let url = request.uri().to_string();
+    // Kept for the log record (the forwarded request's target is rewritten
+    // to origin form); cloning shares the parsed bytes.
+    let url = request.uri().clone();
     let mut agent = String::new();
     let mut host = String::new();
     let (response, outcome) =

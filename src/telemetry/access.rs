@@ -47,7 +47,7 @@ struct Line<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     user: Option<&'a str>,
     method: &'a str,
-    url: &'a str,
+    url: String,
     agent: &'a str,
     verdict: &'a str,
     rule_line: Option<u32>,
@@ -81,7 +81,7 @@ impl AccessLogger {
             client: r.client.to_string(),
             user: r.user,
             method: r.method,
-            url: r.url,
+            url: r.url.to_string(),
             agent: r.agent,
             verdict: r.verdict,
             rule_line: r.rule_line,
@@ -198,7 +198,7 @@ mod tests {
         }
     }
 
-    fn record(url: &str) -> RequestRecord<'_> {
+    fn record(url: &http::Uri) -> RequestRecord<'_> {
         RequestRecord {
             client: "127.0.0.1:40000".parse().unwrap(),
             host: None,
@@ -218,13 +218,17 @@ mod tests {
     fn writes_one_json_object_per_line() {
         let out = Shared::default();
         let log = AccessLogger::start(Box::new(out.clone()), 16).unwrap();
-        log.record(&record("http://a.example/x"));
+        let (plain, quoted) = (
+            "http://a.example/x".parse().unwrap(),
+            "http://a.example/\"quoted\"".parse().unwrap(),
+        );
+        log.record(&record(&plain));
         log.record(&RequestRecord {
             upstream: Some(Duration::from_millis(12)),
             rule_line: None,
             verdict: "allowed",
             status: 200,
-            ..record("http://a.example/\"quoted\"")
+            ..record(&quoted)
         });
         assert!(log.flush(Duration::from_secs(5)));
         let text = String::from_utf8(out.bytes.lock().unwrap().clone()).unwrap();
@@ -257,9 +261,10 @@ mod tests {
         let log = AccessLogger::start(Box::new(out.clone()), 2).unwrap();
         // The writer takes one record and blocks on the gate; two more fill
         // the queue; the rest are dropped, and `record` never waits.
+        let url = "http://a.example/".parse().unwrap();
         let started = std::time::Instant::now();
         for _ in 0..10 {
-            log.record(&record("http://a.example/"));
+            log.record(&record(&url));
         }
         assert!(started.elapsed() < Duration::from_secs(1));
         let dropped = log.dropped();
