@@ -43,7 +43,9 @@ pub async fn handle(
     request: Request<Incoming>,
 ) -> Response<ProxyBody> {
     if request.method() == Method::CONNECT {
-        return super::connect::handle(state, client, request).await;
+        // Boxed: a CONNECT's future (decision, tunnel set-up) is large, and
+        // inline it would size the future of every plain request too.
+        return Box::pin(super::connect::handle(state, client, request)).await;
     }
     let context = ClientContext {
         addr: client,
@@ -142,22 +144,17 @@ async fn pipeline(
             Outcome::refused("identity"),
         ));
     }
-    let agent = state.agent_token(&request);
-    agent_out.push_str(&agent);
+    agent_out.push_str(state.agent_token(&request));
+    let agent: &str = agent_out;
 
     // 4-5. robots.txt for the origin, and the verdict. `/robots.txt` itself
     // is always allowed (RFC 9309 §2.2.2).
-    let path = request
-        .uri()
-        .path_and_query()
-        .map_or("/", |pq| pq.as_str())
-        .to_string();
-    let is_robots_txt = request.uri().path() == "/robots.txt";
     let mut delay = Duration::ZERO;
     let mut rule_line = None;
-    if !is_robots_txt {
+    if request.uri().path() != "/robots.txt" {
+        let path = request.uri().path_and_query().map_or("/", |pq| pq.as_str());
         let entry = state.robots.lookup(&origin).await;
-        let verdict = robots_verdict(state, &entry, &origin, &agent, &path)?;
+        let verdict = robots_verdict(state, &entry, &origin, agent, path)?;
         delay = verdict.delay;
         rule_line = verdict.line;
     }

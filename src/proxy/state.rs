@@ -321,15 +321,15 @@ impl ProxyState {
         if token.is_empty() {
             self.default_agent.clone()
         } else {
-            token
+            token.to_string()
         }
     }
 
     /// The product token of a request: `identity.robot_name`, else the one
     /// in its `User-Agent` (see [`product_token`]).
-    pub fn agent_token<B>(&self, request: &Request<B>) -> String {
+    pub fn agent_token<'a, B>(&'a self, request: &'a Request<B>) -> &'a str {
         if let Some(name) = &self.robot_name {
-            return name.clone();
+            return name;
         }
         request
             .headers()
@@ -337,7 +337,6 @@ impl ProxyState {
             .and_then(|v| v.to_str().ok())
             .map(product_token)
             .unwrap_or_default()
-            .to_string()
     }
 }
 

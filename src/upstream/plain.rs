@@ -186,7 +186,10 @@ impl PlainPool {
                 },
             }
         }
-        let mut sender = self.connect(target).await?;
+        // Boxed: opening a connection is the rare path, and its future
+        // (connector, handshake) would otherwise make every request's
+        // future, which hyper moves into place, kilobytes larger.
+        let mut sender = Box::pin(self.connect(target)).await?;
         let response = sender
             .send_request(request)
             .await
