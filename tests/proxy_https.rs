@@ -412,7 +412,8 @@ async fn tunnel_mode_refuses_when_everything_is_disallowed() {
     let ca = TestCa::new();
     let origin = tls_origin(
         &ca,
-        "User-agent: *\nDisallow: /\n\nUser-agent: TestBot\nAllow: /\n",
+        "User-agent: *\nDisallow: /\n\nUser-agent: TestBot\nAllow: /\n\n\
+         User-agent: PartBot\nDisallow: /\nAllow: /public\n",
     )
     .await;
     let roots = ca.pem_file();
@@ -429,6 +430,9 @@ async fn tunnel_mode_refuses_when_everything_is_disallowed() {
     // With no User-Agent, the configured identity (robots-guard) is the agent: also out.
     let (_, status) = connect(proxy.addr, &target, None).await;
     assert!(status.starts_with("HTTP/1.1 403"), "{status}");
+    // `/` is disallowed for PartBot, but `/public` is not: the tunnel is not refused.
+    let (_, status) = connect(proxy.addr, &target, Some("PartBot/1.0")).await;
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
     // TestBot may fetch: a blind tunnel, TLS end to end with the origin's own certificate.
     let (stream, status) = connect(proxy.addr, &target, Some(UA)).await;
     assert!(status.starts_with("HTTP/1.1 200"), "{status}");

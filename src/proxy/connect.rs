@@ -20,11 +20,10 @@ use tokio::net::TcpStream;
 
 use super::idle::{serve_busy, Activity, IdleIo};
 use super::response::Answer;
-use super::service::{self, ClientContext};
+use super::service::{self, ClientContext, Scope};
 use super::state::ProxyState;
 use super::ConnectionScope;
 use crate::config::TlsMode;
-use crate::fetch::RobotsRules;
 use crate::metrics::ConnectionKind;
 use crate::origin::{Origin, Scheme};
 use crate::policy::destination::{ConnectError, DestinationError};
@@ -143,7 +142,16 @@ enum Decision {
     },
 }
 
+/// A refused CONNECT: the answer, the agent (if known yet) and the verdict.
 type ConnectRefusal = (Answer, String, &'static str);
+
+/// A refusal of a pipeline step CONNECT shares with plain requests.
+fn from_step(agent: &str) -> impl Fn(service::Refusal) -> ConnectRefusal + '_ {
+    move |refusal| {
+        let (answer, outcome) = *refusal;
+        (answer, agent.to_string(), outcome.verdict)
+    }
+}
 
 async fn decide(
     state: &ProxyState,
@@ -152,21 +160,7 @@ async fn decide(
 ) -> Result<Decision, ConnectRefusal> {
     // CONNECT passes the client checks only; the user is carried to the
     // requests inside the tunnel.
-    if let Some(auth) = &state.auth {
-        match auth.check(request.headers()) {
-            Ok(name) => *user = Some(name),
-            Err(e) => {
-                return Err((
-                    Answer::ProxyAuth {
-                        problem: e.to_string(),
-                        challenge: auth.challenge(),
-                    },
-                    String::new(),
-                    "proxy-auth",
-                ))
-            }
-        }
-    }
+    *user = service::authenticate(state, request.headers()).map_err(from_step(""))?;
     let refused = |reason: String| (Answer::BadRequest { reason }, String::new(), "bad-request");
     let authority = request
         .uri()
@@ -196,15 +190,9 @@ async fn decide(
             "loop",
         ));
     }
-    if state.destinations.denies(&origin.host).await {
-        return Err((
-            Answer::DestinationDenied {
-                host: origin.host.clone(),
-            },
-            String::new(),
-            "destination-denied",
-        ));
-    }
+    service::check_destination(state, &origin)
+        .await
+        .map_err(from_step(""))?;
     match state.tls_mode {
         TlsMode::Intercept => Ok(Decision::Intercept(authority)),
         TlsMode::Tunnel => tunnel_decision(state, request, origin).await,
@@ -220,82 +208,12 @@ async fn tunnel_decision(
 ) -> Result<Decision, ConnectRefusal> {
     let agent = state.tunnel_agent(request);
     let entry = state.robots.lookup(&origin).await;
-    let refuse = |answer: Answer, verdict: &'static str| (answer, agent.clone(), verdict);
-    let mut delay = std::time::Duration::ZERO;
-    match &entry.rules {
-        RobotsRules::Parsed(robots) => {
-            let rules = robots.for_agent(&agent);
-            if rules.disallows_everything() {
-                let verdict = rules.check("/");
-                let (kind, pattern, line) = verdict
-                    .rule
-                    .map(|r| (r.kind, r.pattern.to_string(), r.line))
-                    .unwrap_or((crate::robots::RuleKind::Disallow, "/".to_string(), 0));
-                return Err(refuse(
-                    Answer::RobotsDisallow {
-                        origin: origin.to_string(),
-                        agent: agent.clone(),
-                        kind,
-                        pattern,
-                        line,
-                        robots_url: entry.robots_url.clone(),
-                    },
-                    "disallowed",
-                ));
-            }
-            if state.honor_crawl_delay {
-                delay = rules
-                    .min_interval()
-                    .map_or(delay, |d| d.min(state.max_crawl_delay));
-            }
-        }
-        RobotsRules::AllowAll { .. } => {}
-        RobotsRules::DisallowAll { status } => {
-            return Err(refuse(
-                Answer::RobotsForbidden {
-                    origin: origin.to_string(),
-                    status: status.as_u16(),
-                    robots_url: entry.robots_url.clone(),
-                },
-                "disallowed",
-            ))
-        }
-        RobotsRules::Unreachable { reason } => {
-            return Err(refuse(
-                Answer::RobotsUnreachable {
-                    origin: origin.to_string(),
-                    robots_url: entry.robots_url.clone(),
-                    reason: reason.clone(),
-                    retry_after: entry
-                        .retry_after
-                        .unwrap_or(std::time::Duration::from_secs(60)),
-                },
-                "robots-unreachable",
-            ))
-        }
-        RobotsRules::Certificate { reason } => {
-            return Err(refuse(
-                Answer::UpstreamCertificate {
-                    origin: origin.to_string(),
-                    reason: reason.clone(),
-                },
-                "upstream-certificate",
-            ))
-        }
-    }
-    let permit = state
-        .pacer
-        .admit(origin.pacing_key(), delay)
+    let robots = service::robots_verdict(state, &entry, &origin, &agent, Scope::Anything)
+        .map_err(from_step(&agent))?;
+    let permit = service::pace(state, &origin, robots.delay, None)
         .await
-        .map_err(|rejected| {
-            refuse(
-                Answer::Pacing {
-                    host: origin.host.clone(),
-                    retry_after: rejected.retry_after,
-                },
-                "pacing",
-            )
-        })?;
+        .map_err(from_step(&agent))?;
+    let refuse = |answer: Answer, verdict: &'static str| (answer, agent.clone(), verdict);
     // Only to an address the deny list allows, from the same answer the
     // check above used: a second lookup by the socket layer could differ.
     let upstream = state

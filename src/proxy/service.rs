@@ -20,8 +20,8 @@ use crate::telemetry::{log_request, RequestRecord};
 use crate::upstream::{BoxError, ClientBodyError, ProxyBody, UpstreamFailure};
 
 /// How a request ended, for the log line and metrics.
-struct Outcome {
-    verdict: &'static str,
+pub(super) struct Outcome {
+    pub(super) verdict: &'static str,
     rule_line: Option<u32>,
     upstream: Option<Duration>,
 }
@@ -112,7 +112,9 @@ pub async fn serve_request(
 }
 
 /// A refusal: the answer and how to log it. Boxed: it is the cold path.
-type Refusal = Box<(Answer, Outcome)>;
+/// The steps that CONNECT shares (authentication, destination, robots.txt,
+/// pacing) return it too.
+pub(super) type Refusal = Box<(Answer, Outcome)>;
 
 fn refuse(answer: Answer, outcome: Outcome) -> Refusal {
     Box::new((answer, outcome))
@@ -154,30 +156,13 @@ async fn pipeline(
     if request.uri().path() != "/robots.txt" {
         let path = request.uri().path_and_query().map_or("/", |pq| pq.as_str());
         let entry = state.robots.lookup(&origin).await;
-        let verdict = robots_verdict(state, &entry, &origin, agent, path)?;
+        let verdict = robots_verdict(state, &entry, &origin, agent, Scope::Path(path))?;
         delay = verdict.delay;
         rule_line = verdict.line;
     }
 
     // 6. Pacing.
-    let pacing_started = Instant::now();
-    let permit = match state.pacer.admit(origin.pacing_key(), delay).await {
-        Ok(permit) => permit,
-        Err(rejected) => {
-            return Err(refuse(
-                Answer::Pacing {
-                    host: origin.host.clone(),
-                    retry_after: rejected.retry_after,
-                },
-                Outcome {
-                    verdict: "pacing",
-                    rule_line,
-                    upstream: None,
-                },
-            ))
-        }
-    };
-    state.metrics.pacing_wait(pacing_started.elapsed());
+    let permit = pace(state, &origin, delay, rule_line).await?;
 
     // 7. Forward. A protocol upgrade (WebSocket) keeps its Upgrade fields
     // and, once the origin answers 101, becomes a byte pipe.
@@ -244,6 +229,37 @@ async fn pipeline(
     }
 }
 
+/// Step 6: waits for the origin's host to take another request, or refuses
+/// with `429` when the wait would pass `max_wait`. `rule_line` is logged
+/// with a refusal.
+pub(super) async fn pace(
+    state: &ProxyState,
+    origin: &Origin,
+    delay: Duration,
+    rule_line: Option<u32>,
+) -> Result<crate::policy::PacePermit, Refusal> {
+    let started = Instant::now();
+    let permit = state
+        .pacer
+        .admit(origin.pacing_key(), delay)
+        .await
+        .map_err(|rejected| {
+            refuse(
+                Answer::Pacing {
+                    host: origin.host.clone(),
+                    retry_after: rejected.retry_after,
+                },
+                Outcome {
+                    verdict: "pacing",
+                    rule_line,
+                    upstream: None,
+                },
+            )
+        })?;
+    state.metrics.pacing_wait(started.elapsed());
+    Ok(permit)
+}
+
 /// `Connection: upgrade` with an `Upgrade` field (RFC 9110 §7.8).
 fn wants_upgrade<B>(request: &Request<B>) -> bool {
     let connection_says_upgrade = request
@@ -306,7 +322,10 @@ fn target_origin(state: &ProxyState, request: &Request<ProxyBody>) -> Result<Ori
 }
 
 /// Checks `Proxy-Authorization` when authentication is on; returns the user.
-fn authenticate(state: &ProxyState, headers: &http::HeaderMap) -> Result<Option<String>, Refusal> {
+pub(super) fn authenticate(
+    state: &ProxyState,
+    headers: &http::HeaderMap,
+) -> Result<Option<String>, Refusal> {
     let Some(auth) = &state.auth else {
         return Ok(None);
     };
@@ -324,7 +343,7 @@ fn authenticate(state: &ProxyState, headers: &http::HeaderMap) -> Result<Option<
 /// Refuses origins whose every address is in `proxy.deny_destinations`,
 /// after DNS resolution. A name that does not resolve passes here and fails
 /// where it is fetched (as an unreachable robots.txt or a 502).
-async fn check_destination(state: &ProxyState, origin: &Origin) -> Result<(), Refusal> {
+pub(super) async fn check_destination(state: &ProxyState, origin: &Origin) -> Result<(), Refusal> {
     if state.destinations.denies(&origin.host).await {
         return Err(refuse(
             Answer::DestinationDenied {
@@ -399,25 +418,41 @@ pub(super) fn targets_listener(origin: &Origin, listen: SocketAddr) -> bool {
 }
 
 /// What robots.txt says for this request.
-struct RobotsOk {
-    delay: Duration,
+pub(super) struct RobotsOk {
+    /// The pause between request starts the group asks for (0 when
+    /// `honor_crawl_delay` is off).
+    pub(super) delay: Duration,
     line: Option<u32>,
 }
 
-/// Steps 4-5: the entry's rules applied to the agent and path.
-fn robots_verdict(
+/// What a robots.txt verdict is about.
+#[derive(Clone, Copy)]
+pub(super) enum Scope<'a> {
+    /// One request's path (and query).
+    Path(&'a str),
+    /// A whole tunnel (CONNECT in tunnel mode): refused only when the agent
+    /// may fetch nothing at all; the rule reported is the one for `/`.
+    Anything,
+}
+
+/// Steps 4-5: the entry's rules applied to the agent and `scope`.
+pub(super) fn robots_verdict(
     state: &ProxyState,
     entry: &RobotsEntry,
     origin: &Origin,
     agent: &str,
-    path: &str,
+    scope: Scope<'_>,
 ) -> Result<RobotsOk, Refusal> {
     match &entry.rules {
         RobotsRules::Parsed(robots) => {
             let rules = robots.for_agent(agent);
+            let (path, refusable) = match scope {
+                Scope::Path(path) => (path, true),
+                Scope::Anything => ("/", rules.disallows_everything()),
+            };
             let verdict = rules.check(path);
             let line = verdict.rule.map(|r| r.line);
-            if let (false, Some(rule)) = (verdict.allowed, verdict.rule) {
+            if let (false, true, Some(rule)) = (verdict.allowed, refusable, verdict.rule) {
                 return Err(refuse(
                     Answer::RobotsDisallow {
                         origin: origin.to_string(),
