@@ -59,6 +59,34 @@ async fn start_proxy(configure: impl FnOnce(&mut Config)) -> Proxy {
     }
 }
 
+/// A proxy (`configure`d after the defaults) that trusts `ca` upstream and
+/// allows CONNECT to `origin`'s port.
+async fn proxy_for(ca: &TestCa, origin: &TestOrigin, configure: impl FnOnce(&mut Config)) -> Proxy {
+    let roots = ca.pem_file();
+    let port = origin.port();
+    start_proxy(move |c| {
+        c.tls.extra_roots = vec![roots];
+        c.tls.connect_ports = vec![port];
+        configure(c);
+    })
+    .await
+}
+
+/// CONNECT to `127.0.0.1:port` through `proxy` and a TLS handshake with the
+/// proxy's minted certificate, offering `alpn`.
+async fn intercepted_tls(
+    proxy: &Proxy,
+    port: u16,
+    alpn: &[&[u8]],
+) -> tokio_rustls::client::TlsStream<TcpStream> {
+    let (stream, status) = connect(proxy.addr, &format!("127.0.0.1:{port}"), None).await;
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+    let ca_pem = std::fs::read(&proxy.ca_pem).expect("proxy CA");
+    tls_handshake(stream, &ca_pem, alpn)
+        .await
+        .expect("TLS with the proxy")
+}
+
 /// An HTTPS origin for `127.0.0.1` with this robots.txt.
 async fn tls_origin(ca: &TestCa, robots: &'static str) -> TestOrigin {
     let tls = ca.server_config(&["127.0.0.1", "localhost"]);
@@ -120,12 +148,7 @@ fn get(uri: &str) -> Request<Empty<Bytes>> {
 
 /// CONNECT, TLS with the proxy's CA, then HTTP/1.1 requests on that tunnel.
 async fn intercepted_h1(proxy: &Proxy, port: u16, paths: &[&str]) -> Vec<Answer> {
-    let (stream, status) = connect(proxy.addr, &format!("127.0.0.1:{port}"), None).await;
-    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
-    let ca = std::fs::read(&proxy.ca_pem).expect("proxy CA");
-    let tls = tls_handshake(stream, &ca, &[b"http/1.1"])
-        .await
-        .expect("TLS with the proxy");
+    let tls = intercepted_tls(proxy, port, &[b"http/1.1"]).await;
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
         .await
         .expect("h1 handshake");
@@ -142,12 +165,7 @@ async fn intercepted_h1(proxy: &Proxy, port: u16, paths: &[&str]) -> Vec<Answer>
 async fn intercept_http1_allowed_and_disallowed() {
     let ca = TestCa::new();
     let origin = tls_origin(&ca, "User-agent: *\nDisallow: /private\n").await;
-    let roots = ca.pem_file();
-    let proxy = start_proxy(|c| {
-        c.tls.extra_roots = vec![roots.clone()];
-        c.tls.connect_ports = vec![origin.port()];
-    })
-    .await;
+    let proxy = proxy_for(&ca, &origin, |_| {}).await;
     let answers = intercepted_h1(
         &proxy,
         origin.port(),
@@ -182,19 +200,9 @@ async fn intercept_http1_allowed_and_disallowed() {
 async fn intercepted_http1_heads_over_max_header_bytes_are_431() {
     let ca = TestCa::new();
     let origin = tls_origin(&ca, "User-agent: *\nAllow: /\n").await;
-    let roots = ca.pem_file();
-    let proxy = start_proxy(|c| {
-        c.tls.extra_roots = vec![roots.clone()];
-        c.tls.connect_ports = vec![origin.port()];
-    })
-    .await;
+    let proxy = proxy_for(&ca, &origin, |_| {}).await;
     let max_head = Config::default().proxy.max_header_bytes.get();
-    let (stream, status) = connect(proxy.addr, &format!("127.0.0.1:{}", origin.port()), None).await;
-    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
-    let ca_pem = std::fs::read(&proxy.ca_pem).expect("proxy CA");
-    let tls = tls_handshake(stream, &ca_pem, &[b"http/1.1"])
-        .await
-        .expect("TLS");
+    let tls = intercepted_tls(&proxy, origin.port(), &[b"http/1.1"]).await;
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
         .await
         .expect("h1 handshake");
@@ -213,18 +221,8 @@ async fn intercepted_http1_heads_over_max_header_bytes_are_431() {
 async fn intercept_http2_towards_client() {
     let ca = TestCa::new();
     let origin = tls_origin(&ca, "User-agent: *\nDisallow: /private\n").await;
-    let roots = ca.pem_file();
-    let proxy = start_proxy(|c| {
-        c.tls.extra_roots = vec![roots.clone()];
-        c.tls.connect_ports = vec![origin.port()];
-    })
-    .await;
-    let (stream, status) = connect(proxy.addr, &format!("127.0.0.1:{}", origin.port()), None).await;
-    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
-    let ca_pem = std::fs::read(&proxy.ca_pem).expect("proxy CA");
-    let tls = tls_handshake(stream, &ca_pem, &[b"h2", b"http/1.1"])
-        .await
-        .expect("TLS");
+    let proxy = proxy_for(&ca, &origin, |_| {}).await;
+    let tls = intercepted_tls(&proxy, origin.port(), &[b"h2", b"http/1.1"]).await;
     assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
     let (mut sender, conn) =
         hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
@@ -260,19 +258,9 @@ async fn intercept_http2_towards_client() {
 async fn intercept_checks_identity_per_request_not_on_connect() {
     let ca = TestCa::new();
     let origin = tls_origin(&ca, "User-agent: *\nAllow: /\n").await;
-    let roots = ca.pem_file();
-    let proxy = start_proxy(|c| {
-        c.tls.extra_roots = vec![roots.clone()];
-        c.tls.connect_ports = vec![origin.port()];
-    })
-    .await;
+    let proxy = proxy_for(&ca, &origin, |_| {}).await;
     // CONNECT without a User-Agent is fine; the decrypted request without one is not.
-    let (stream, status) = connect(proxy.addr, &format!("127.0.0.1:{}", origin.port()), None).await;
-    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
-    let ca_pem = std::fs::read(&proxy.ca_pem).expect("proxy CA");
-    let tls = tls_handshake(stream, &ca_pem, &[b"http/1.1"])
-        .await
-        .expect("TLS");
+    let tls = intercepted_tls(&proxy, origin.port(), &[b"http/1.1"]).await;
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
         .await
         .expect("h1");
@@ -291,10 +279,7 @@ async fn intercept_checks_identity_per_request_not_on_connect() {
 async fn tunnel_user_covers_the_decrypted_requests() {
     let ca = TestCa::new();
     let origin = tls_origin(&ca, "User-agent: *\nAllow: /\n").await;
-    let roots = ca.pem_file();
-    let proxy = start_proxy(|c| {
-        c.tls.extra_roots = vec![roots.clone()];
-        c.tls.connect_ports = vec![origin.port()];
+    let proxy = proxy_for(&ca, &origin, |c| {
         c.auth.users.insert("carol".into(), "pw".into());
     })
     .await;
@@ -336,12 +321,7 @@ async fn intercept_robots_unreachable_over_https_is_503() {
         }
     })
     .await;
-    let roots = ca.pem_file();
-    let proxy = start_proxy(|c| {
-        c.tls.extra_roots = vec![roots.clone()];
-        c.tls.connect_ports = vec![origin.port()];
-    })
-    .await;
+    let proxy = proxy_for(&ca, &origin, |_| {}).await;
     let answers = intercepted_h1(&proxy, origin.port(), &["/page"]).await;
     assert_eq!(answers[0].status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(answers[0].reason.as_deref(), Some("robots-unreachable"));
@@ -369,12 +349,7 @@ async fn bad_upstream_certificate_is_502_naming_it() {
 async fn client_that_rejects_our_ca_fails_and_proxy_stays_up() {
     let ca = TestCa::new();
     let origin = tls_origin(&ca, "User-agent: *\nAllow: /\n").await;
-    let roots = ca.pem_file();
-    let proxy = start_proxy(|c| {
-        c.tls.extra_roots = vec![roots.clone()];
-        c.tls.connect_ports = vec![origin.port()];
-    })
-    .await;
+    let proxy = proxy_for(&ca, &origin, |_| {}).await;
     let (stream, status) = connect(proxy.addr, &format!("127.0.0.1:{}", origin.port()), None).await;
     assert!(status.starts_with("HTTP/1.1 200"), "{status}");
     // This client trusts only some other CA.
@@ -416,13 +391,7 @@ async fn tunnel_mode_refuses_when_everything_is_disallowed() {
          User-agent: PartBot\nDisallow: /\nAllow: /public\n",
     )
     .await;
-    let roots = ca.pem_file();
-    let proxy = start_proxy(|c| {
-        c.tls.mode = TlsMode::Tunnel;
-        c.tls.extra_roots = vec![roots.clone()];
-        c.tls.connect_ports = vec![origin.port()];
-    })
-    .await;
+    let proxy = proxy_for(&ca, &origin, |c| c.tls.mode = TlsMode::Tunnel).await;
     let target = format!("127.0.0.1:{}", origin.port());
     // An agent the file shuts out entirely gets 403 on CONNECT.
     let (_, status) = connect(proxy.addr, &target, Some("OtherBot/2.0")).await;
@@ -530,18 +499,8 @@ async fn websocket_upgrade_passes_in_plain_http() {
 async fn websocket_upgrade_passes_in_intercepted_https() {
     let ca = TestCa::new();
     let origin = TestOrigin::start_tls(ca.server_config(&["127.0.0.1"]), echo_upgrade).await;
-    let roots = ca.pem_file();
-    let proxy = start_proxy(|c| {
-        c.tls.extra_roots = vec![roots.clone()];
-        c.tls.connect_ports = vec![origin.port()];
-    })
-    .await;
-    let (stream, status) = connect(proxy.addr, &format!("127.0.0.1:{}", origin.port()), None).await;
-    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
-    let ca_pem = std::fs::read(&proxy.ca_pem).expect("proxy CA");
-    let tls = tls_handshake(stream, &ca_pem, &[b"http/1.1"])
-        .await
-        .expect("TLS");
+    let proxy = proxy_for(&ca, &origin, |_| {}).await;
+    let tls = intercepted_tls(&proxy, origin.port(), &[b"http/1.1"]).await;
     let (status, echoed) = upgrade_roundtrip(tls, "127.0.0.1", "/wss").await;
     assert_eq!(status, 101);
     assert_eq!(echoed.as_deref(), Some("ping through the proxy"));
