@@ -176,14 +176,12 @@ struct Best {
     priority: i64,
     rule: usize,
     group_line: u32,
-    via_index_html: bool,
 }
 
 const NO_MATCH: Best = Best {
     priority: -1,
     rule: 0,
     group_line: 0,
-    via_index_html: false,
 };
 
 fn decide<'a, 'g>(
@@ -199,7 +197,7 @@ fn decide<'a, 'g>(
     for group in groups {
         let rules = &robots.rules[group.rules.clone()];
         for (index, rule) in group.rules.clone().zip(rules) {
-            if !rule.pattern.may_match(path) && !rule.has_index_alt {
+            if !rule.pattern.may_match(path) {
                 continue;
             }
             let best = match rule.kind {
@@ -208,29 +206,16 @@ fn decide<'a, 'g>(
             };
             // Only a strictly longer pattern can displace the best of its
             // kind (the first line at a priority keeps it), so most rules
-            // are skipped without matching. The index.htm alternative is
-            // always shorter than its pattern, so it is skipped too.
-            if rule.pattern.len() as i64 <= best.priority {
+            // are skipped without matching.
+            let priority = rule.pattern.len() as i64;
+            if priority <= best.priority || !rule.pattern.matches(text, wildcards, path) {
                 continue;
             }
-            let (pattern, via_index_html) = if rule.pattern.matches(text, wildcards, path) {
-                (rule.pattern, false)
-            } else {
-                let alt = rule.has_index_alt.then(|| robots.index_alt(index));
-                match alt.flatten() {
-                    Some(alt) if alt.matches(text, wildcards, path) => (alt, true),
-                    _ => continue,
-                }
+            *best = Best {
+                priority,
+                rule: index,
+                group_line: group.line,
             };
-            let priority = pattern.len() as i64;
-            if priority > best.priority {
-                *best = Best {
-                    priority,
-                    rule: index,
-                    group_line: group.line,
-                    via_index_html,
-                };
-            }
         }
     }
     // An empty pattern matches with priority 0 and has no effect.
@@ -247,14 +232,12 @@ fn decide<'a, 'g>(
         allowed: !disallowed,
         rule: winner.map(|best| {
             let rule = &robots.rules[best.rule];
-            let alt = best.via_index_html.then(|| robots.index_alt(best.rule));
-            let span = alt.flatten().map_or(rule.pattern.span, |alt| alt.span);
             MatchedRule {
                 kind: rule.kind,
-                pattern: robots.str_at(span),
+                pattern: robots.str_at(rule.pattern.span),
                 line: rule.line,
                 group_line: best.group_line,
-                via_index_html: best.via_index_html,
+                via_index_html: rule.via_index_html,
             }
         }),
         scope,

@@ -47,9 +47,6 @@ pub struct RobotsTxt {
     rules: Vec<Rule>,
     /// Literal segments of the patterns with `*`.
     wildcards: Wildcards,
-    /// The Google-specific `index.htm*` companion patterns (`<dir>/$`),
-    /// keyed and sorted by rule index. Rare, so kept out of [`Rule`].
-    index_alts: Vec<(usize, Pattern)>,
     agents: Vec<Span>,
     sitemaps: Vec<Span>,
     diagnostics: Vec<diagnostics::Note>,
@@ -122,8 +119,10 @@ struct Group {
 #[derive(Debug, Clone, Copy)]
 struct Rule {
     kind: RuleKind,
-    /// The rule has an entry in [`RobotsTxt::index_alts`].
-    has_index_alt: bool,
+    /// Not written in the file: the Google-specific companion (`<dir>/$`)
+    /// of the `Allow: <dir>/index.htm...` rule just before it, on the same
+    /// line. It matches like any rule; only counts and reports tell it apart.
+    via_index_html: bool,
     line: u32,
     pattern: Pattern,
 }
@@ -163,9 +162,10 @@ impl RobotsTxt {
         self.groups.len()
     }
 
-    /// Number of allow/disallow rules inside groups.
+    /// Number of allow/disallow rules inside groups, as written (the
+    /// `index.htm` companions are not counted).
     pub fn rule_count(&self) -> usize {
-        self.rules.len()
+        self.rules.iter().filter(|r| !r.via_index_html).count()
     }
 
     /// Number of lines, counted as the reference counts them.
@@ -177,11 +177,6 @@ impl RobotsTxt {
     /// as often as they appear.
     pub fn named_agents(&self) -> impl Iterator<Item = &str> {
         self.agents.iter().map(|s| self.str_at(*s))
-    }
-
-    fn index_alt(&self, rule: usize) -> Option<Pattern> {
-        let at = self.index_alts.binary_search_by_key(&rule, |(r, _)| *r);
-        at.ok().map(|at| self.index_alts[at].1)
     }
 
     fn bytes_at(&self, span: Span) -> &[u8] {

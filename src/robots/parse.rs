@@ -235,23 +235,30 @@ impl Builder {
             RuleKind::Allow => self.index_alternative(pattern),
             RuleKind::Disallow => None,
         };
-        if let Some(alt) = index_alt {
-            self.out.index_alts.push((self.out.rules.len(), alt));
-        }
         let pattern = self.compile(pattern);
         self.out.rules.push(Rule {
             kind,
-            has_index_alt: index_alt.is_some(),
+            via_index_html: false,
             line,
             pattern,
         });
+        // Right after its rule and on its line, so ties between rules of
+        // equal length break in file order as they would for the rule.
+        if let Some(alt) = index_alt {
+            self.out.rules.push(Rule {
+                kind: RuleKind::Allow,
+                via_index_html: true,
+                line,
+                pattern: alt,
+            });
+        }
         self.out.groups[group].rules.end = self.out.rules.len();
         self.open = Some((group, true));
     }
 
     /// Google-specific: `Allow: /dir/index.htm...` also allows `/dir/`
-    /// exactly, as if `Allow: /dir/$` were written too. The alternative is
-    /// shorter than its pattern (the matcher relies on it).
+    /// exactly, as if `Allow: /dir/$` were written too: the companion
+    /// pattern, emitted as a rule of its own.
     fn index_alternative(&mut self, pattern: Span) -> Option<Pattern> {
         let bytes = self.out.bytes_at(pattern);
         let slash = memchr::memrchr(b'/', bytes)?;
