@@ -397,6 +397,28 @@ async fn reload_names_keys_that_need_a_restart() {
     assert_eq!(reloaded.restart_needed, ["robots.default_ttl", "log.level"]);
 }
 
+/// `proxy.upstream_connect_timeout` needs a restart (the pools were built
+/// with it), and tunnels keep the old value too rather than a value the
+/// pools do not use.
+#[tokio::test]
+async fn upstream_connect_timeout_keeps_its_value_until_a_restart() {
+    let proxy = start_proxy("[identity]\nuser_agent = \"pass\"\n").await;
+    let before = proxy.reload.current().connect_timeout;
+    let text = std::fs::read_to_string(proxy.config_path()).expect("config");
+    std::fs::write(
+        proxy.config_path(),
+        text.replace("[proxy]\n", "[proxy]\nupstream_connect_timeout = \"1s\"\n"),
+    )
+    .expect("write config");
+    let reloaded = proxy
+        .reload
+        .reload_from(&proxy.config_path())
+        .expect("reload");
+    assert_eq!(reloaded.restart_needed, ["proxy.upstream_connect_timeout"]);
+    assert_ne!(before, Duration::from_secs(1));
+    assert_eq!(proxy.reload.current().connect_timeout, before);
+}
+
 /// An intercepted (CONNECT + TLS with the proxy's CA) HTTP/1.1 connection
 /// to a TLS origin on 127.0.0.1.
 async fn intercepted(proxy: &Proxy, port: u16) -> SendRequest<Empty<Bytes>> {

@@ -182,7 +182,8 @@ impl Server {
         self.live.current().client.workers()
     }
 
-    /// The current state (for status pages and tests).
+    /// The current state (for tests; the admin listener follows reloads
+    /// through [`Server::reload_handle`]).
     pub fn state(&self) -> Arc<ProxyState> {
         self.live.current()
     }

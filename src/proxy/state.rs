@@ -148,7 +148,9 @@ impl ProxyState {
     ///
     /// # Errors
     ///
-    /// As [`ProxyState::new`]; `self` is untouched either way.
+    /// As [`ProxyState::new`]; `self` is untouched when refused. On success
+    /// the parts shared with `self` (the deny list, the minter the metrics
+    /// read) already follow the new configuration.
     pub fn reconfigure(&self, config: &Config) -> Result<ProxyState, StateError> {
         ProxyState::build(config, self.listen, Some(self))
     }
@@ -290,7 +292,10 @@ impl ProxyState {
             tls_mode: config.tls.mode,
             connect_ports: config.tls.connect_ports.clone(),
             minter,
-            connect_timeout: config.proxy.upstream_connect_timeout,
+            // Kept on reload, like the pools built with it (a restart key):
+            // tunnels must not use a value the pools do not.
+            connect_timeout: previous
+                .map_or(config.proxy.upstream_connect_timeout, |p| p.connect_timeout),
             timeouts: super::idle::Timeouts {
                 idle: config.proxy.idle_timeout,
                 head: config.proxy.header_read_timeout,
