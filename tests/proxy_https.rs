@@ -217,6 +217,44 @@ async fn intercepted_http1_heads_over_max_header_bytes_are_431() {
     assert_eq!(origin.hits("/big"), 0);
 }
 
+/// HTTP/2 header lists are bounded by `proxy.max_header_bytes` too: one
+/// over it is answered 431, never reaches the origin, and the connection
+/// stays usable.
+#[tokio::test]
+async fn intercepted_http2_header_lists_over_max_header_bytes_are_refused() {
+    let ca = TestCa::new();
+    let origin = tls_origin(&ca, "User-agent: *\nAllow: /\n").await;
+    let proxy = proxy_for(&ca, &origin, |_| {}).await;
+    let max_head = Config::default().proxy.max_header_bytes.get();
+    let tls = intercepted_tls(&proxy, origin.port(), &[b"h2"]).await;
+    let (mut sender, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
+            .await
+            .expect("h2 handshake");
+    tokio::spawn(conn);
+    let base = format!("https://127.0.0.1:{}", origin.port());
+    let big = Request::builder()
+        .uri(format!("{base}/big"))
+        .header("user-agent", UA)
+        .header("x-big", "b".repeat(max_head + 1))
+        .body(Empty::<Bytes>::new())
+        .expect("request");
+    // hyper's own default (16 KiB) breaks the connection instead.
+    let refused = sender.send_request(big).await.expect("an answer");
+    assert_eq!(
+        refused.status(),
+        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE
+    );
+    assert_eq!(origin.hits("/big"), 0);
+    let small = Request::builder()
+        .uri(format!("{base}/small"))
+        .header("user-agent", UA)
+        .body(Empty::<Bytes>::new())
+        .expect("request");
+    let answer = read_answer(sender.send_request(small).await.expect("answer")).await;
+    assert_eq!(answer.status, StatusCode::OK);
+}
+
 #[tokio::test]
 async fn intercept_http2_towards_client() {
     let ca = TestCa::new();
