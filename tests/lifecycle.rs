@@ -39,6 +39,16 @@ impl Proxy {
         write_config(&self.dir, extra)
     }
 
+    /// Replaces `from` with `to` in the config file and reloads it.
+    fn edit_and_reload(&self, from: &str, to: &str) -> robots_guard::proxy::Reloaded {
+        let text = std::fs::read_to_string(self.config_path()).expect("config");
+        assert!(text.contains(from), "{from:?} not in {text}");
+        std::fs::write(self.config_path(), text.replace(from, to)).expect("write config");
+        self.reload
+            .reload_from(&self.config_path())
+            .expect("valid config reloads")
+    }
+
     /// Fires the shutdown future given to `run`.
     fn shut_down(&mut self) {
         if let Some(stop) = self.stop.take() {
@@ -226,16 +236,7 @@ async fn drain_timeout_changed_by_a_reload_is_obeyed() {
         .await
         .expect("request");
     assert_eq!(status, StatusCode::OK);
-    let text = std::fs::read_to_string(proxy.config_path()).expect("config");
-    std::fs::write(
-        proxy.config_path(),
-        text.replace("drain_timeout = \"5s\"", "drain_timeout = \"300ms\""),
-    )
-    .expect("write config");
-    proxy
-        .reload
-        .reload_from(&proxy.config_path())
-        .expect("reload");
+    proxy.edit_and_reload("drain_timeout = \"5s\"", "drain_timeout = \"300ms\"");
     shutdown_cuts_a_slow_request_after(&mut proxy, &origin, Duration::from_millis(300)).await;
 }
 
@@ -404,16 +405,8 @@ async fn reload_names_keys_that_need_a_restart() {
 async fn upstream_connect_timeout_keeps_its_value_until_a_restart() {
     let proxy = start_proxy("[identity]\nuser_agent = \"pass\"\n").await;
     let before = proxy.reload.current().connect_timeout;
-    let text = std::fs::read_to_string(proxy.config_path()).expect("config");
-    std::fs::write(
-        proxy.config_path(),
-        text.replace("[proxy]\n", "[proxy]\nupstream_connect_timeout = \"1s\"\n"),
-    )
-    .expect("write config");
-    let reloaded = proxy
-        .reload
-        .reload_from(&proxy.config_path())
-        .expect("reload");
+    let reloaded =
+        proxy.edit_and_reload("[proxy]\n", "[proxy]\nupstream_connect_timeout = \"1s\"\n");
     assert_eq!(reloaded.restart_needed, ["proxy.upstream_connect_timeout"]);
     assert_ne!(before, Duration::from_secs(1));
     assert_eq!(proxy.reload.current().connect_timeout, before);
@@ -481,16 +474,7 @@ async fn intercepted_connections_see_reloads_and_are_drained() {
     assert_eq!((status, body.as_str()), (StatusCode::OK, "secure /a"));
 
     // Reload: the next decrypted request on the same TLS connection sees it.
-    let text = std::fs::read_to_string(proxy.config_path()).expect("config");
-    std::fs::write(
-        proxy.config_path(),
-        text.replace("user_agent = \"pass\"", "user_agent = \"require\""),
-    )
-    .expect("write config");
-    let reloaded = proxy
-        .reload
-        .reload_from(&proxy.config_path())
-        .expect("reload");
+    let reloaded = proxy.edit_and_reload("user_agent = \"pass\"", "user_agent = \"require\"");
     assert!(reloaded.restart_needed.is_empty(), "{reloaded:?}");
     let (status, reason, _) = send(&mut sender, page("/a")).await.expect("after");
     assert_eq!(status, StatusCode::FORBIDDEN);

@@ -12,6 +12,7 @@ use bytes::Bytes;
 use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
+use hyper::client::conn::http2::SendRequest;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use robots_guard::config::{Config, TlsMode};
 use robots_guard::proxy::Server;
@@ -85,6 +86,28 @@ async fn intercepted_tls(
     tls_handshake(stream, &ca_pem, alpn)
         .await
         .expect("TLS with the proxy")
+}
+
+/// An intercepted connection that negotiated HTTP/2 (offering `alpn`), ready
+/// for requests.
+async fn intercepted_h2(proxy: &Proxy, port: u16, alpn: &[&[u8]]) -> SendRequest<Empty<Bytes>> {
+    let tls = intercepted_tls(proxy, port, alpn).await;
+    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+    let (sender, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
+            .await
+            .expect("h2 handshake");
+    tokio::spawn(conn);
+    sender
+}
+
+/// An HTTP/2 GET of `https://127.0.0.1:port{path}` as `UA`.
+fn h2_get(port: u16, path: &str) -> Request<Empty<Bytes>> {
+    Request::builder()
+        .uri(format!("https://127.0.0.1:{port}{path}"))
+        .header("user-agent", UA)
+        .body(Empty::new())
+        .expect("request")
 }
 
 /// An HTTPS origin for `127.0.0.1` with this robots.txt.
@@ -226,19 +249,12 @@ async fn intercepted_http2_header_lists_over_max_header_bytes_are_refused() {
     let origin = tls_origin(&ca, "User-agent: *\nAllow: /\n").await;
     let proxy = proxy_for(&ca, &origin, |_| {}).await;
     let max_head = Config::default().proxy.max_header_bytes.get();
-    let tls = intercepted_tls(&proxy, origin.port(), &[b"h2"]).await;
-    let (mut sender, conn) =
-        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
-            .await
-            .expect("h2 handshake");
-    tokio::spawn(conn);
-    let base = format!("https://127.0.0.1:{}", origin.port());
-    let big = Request::builder()
-        .uri(format!("{base}/big"))
-        .header("user-agent", UA)
-        .header("x-big", "b".repeat(max_head + 1))
-        .body(Empty::<Bytes>::new())
-        .expect("request");
+    let mut sender = intercepted_h2(&proxy, origin.port(), &[b"h2"]).await;
+    let mut big = h2_get(origin.port(), "/big");
+    big.headers_mut().insert(
+        "x-big",
+        http::HeaderValue::from_str(&"b".repeat(max_head + 1)).expect("value"),
+    );
     // hyper's own default (16 KiB) breaks the connection instead.
     let refused = sender.send_request(big).await.expect("an answer");
     assert_eq!(
@@ -246,11 +262,7 @@ async fn intercepted_http2_header_lists_over_max_header_bytes_are_refused() {
         StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE
     );
     assert_eq!(origin.hits("/big"), 0);
-    let small = Request::builder()
-        .uri(format!("{base}/small"))
-        .header("user-agent", UA)
-        .body(Empty::<Bytes>::new())
-        .expect("request");
+    let small = h2_get(origin.port(), "/small");
     let answer = read_answer(sender.send_request(small).await.expect("answer")).await;
     assert_eq!(answer.status, StatusCode::OK);
 }
@@ -260,22 +272,10 @@ async fn intercept_http2_towards_client() {
     let ca = TestCa::new();
     let origin = tls_origin(&ca, "User-agent: *\nDisallow: /private\n").await;
     let proxy = proxy_for(&ca, &origin, |_| {}).await;
-    let tls = intercepted_tls(&proxy, origin.port(), &[b"h2", b"http/1.1"]).await;
-    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
-    let (mut sender, conn) =
-        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
-            .await
-            .expect("h2 handshake");
-    tokio::spawn(conn);
-    let base = format!("https://127.0.0.1:{}", origin.port());
+    let mut sender = intercepted_h2(&proxy, origin.port(), &[b"h2", b"http/1.1"]).await;
     let mut in_flight = Vec::new();
     for path in ["/a", "/b", "/private/c"] {
-        let request = Request::builder()
-            .uri(format!("{base}{path}"))
-            .header("user-agent", UA)
-            .body(Empty::<Bytes>::new())
-            .expect("request");
-        in_flight.push(sender.send_request(request));
+        in_flight.push(sender.send_request(h2_get(origin.port(), path)));
     }
     let mut answers = Vec::new();
     for response in in_flight {
