@@ -34,13 +34,12 @@ use crate::upstream::ProxyBody;
 pub async fn handle(
     state: Arc<ProxyState>,
     client: SocketAddr,
+    scope: Option<ConnectionScope>,
+    activity: Arc<Activity>,
     mut request: Request<Incoming>,
 ) -> Response<ProxyBody> {
     let started = std::time::Instant::now();
     let target = request.uri().clone();
-    // The connection's slot and lifecycle, for the task that outlives this
-    // request (absent only when called outside the listener).
-    let scope = request.extensions_mut().remove::<ConnectionScope>();
     let mut user = None;
     let (response, agent, verdict) = match decide(&state, &request, &mut user).await {
         Err((answer, agent, verdict)) => (answer.into_response(), agent, verdict),
@@ -48,10 +47,7 @@ pub async fn handle(
             let on_upgrade = hyper::upgrade::on(&mut request);
             // The outer connection stays busy (no idle timer) while the
             // tunnel lives; the decrypted connection has its own timers.
-            let busy = request
-                .extensions()
-                .get::<Arc<Activity>>()
-                .map(|a| a.begin());
+            let busy = activity.begin();
             let state = state.clone();
             let context = ClientContext {
                 addr: client,
@@ -77,9 +73,7 @@ pub async fn handle(
         }) => {
             let on_upgrade = hyper::upgrade::on(&mut request);
             // A blind tunnel carries no request heads: only the idle timer.
-            if let Some(activity) = request.extensions().get::<Arc<Activity>>() {
-                activity.mark_upgraded();
-            }
+            activity.mark_upgraded();
             let state = state.clone();
             tokio::spawn(async move {
                 match on_upgrade.await {
@@ -311,8 +305,9 @@ async fn intercept(
         let context = context.clone();
         let activity = activity.clone();
         async move {
-            let response = serve_busy(activity, request, |request| {
-                service::serve_request(state, context, absolute_https(request, &authority))
+            let response = serve_busy(activity, request, |request, activity| {
+                let request = absolute_https(request, &authority);
+                service::serve_request(state, context, activity, request)
             })
             .await;
             Ok::<_, std::convert::Infallible>(response)

@@ -275,28 +275,21 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for IdleIo<T> {
 }
 
 /// Runs `handle` with the connection marked busy until the response body
-/// has been sent (or dropped), and makes the connection's [`Activity`]
-/// available to the handler through the request's extensions when it can
-/// need it: a CONNECT or an upgrade (a tunnel or WebSocket outlives the
-/// request). Others skip the insert, whose first use allocates the
-/// extension map.
+/// has been sent (or dropped). The handler gets the connection's
+/// [`Activity`] too: a tunnel or an upgraded pipe (WebSocket) outlives the
+/// request and keeps the connection busy, or marks it upgraded, itself.
 pub async fn serve_busy<F, Fut>(
     activity: Arc<Activity>,
-    mut request: http::Request<hyper::body::Incoming>,
+    request: http::Request<hyper::body::Incoming>,
     handle: F,
 ) -> http::Response<crate::upstream::ProxyBody>
 where
-    F: FnOnce(http::Request<hyper::body::Incoming>) -> Fut,
+    F: FnOnce(http::Request<hyper::body::Incoming>, Arc<Activity>) -> Fut,
     Fut: Future<Output = http::Response<crate::upstream::ProxyBody>>,
 {
     use http_body_util::BodyExt;
     let guard = activity.begin();
-    if request.method() == http::Method::CONNECT
-        || request.headers().contains_key(http::header::UPGRADE)
-    {
-        request.extensions_mut().insert(activity);
-    }
-    handle(request)
+    handle(request, activity)
         .await
         .map(|body| super::forward::HoldingBody::new(body, guard).boxed())
 }

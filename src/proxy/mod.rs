@@ -410,18 +410,18 @@ impl Acceptor {
             live: self.live.clone(),
         };
         let per_request = scope.clone();
-        let service = service_fn(move |mut request: hyper::Request<hyper::body::Incoming>| {
+        let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
             // The state is resolved per request, not per connection: a
             // keep-alive connection's next request sees a reload.
             let state = per_request.state();
-            if request.method() == hyper::Method::CONNECT {
-                request.extensions_mut().insert(per_request.clone());
-            }
+            // Only a CONNECT outlives its request (as a tunnel) and needs
+            // the connection's slot and lifecycle.
+            let scope = (request.method() == hyper::Method::CONNECT).then(|| per_request.clone());
             let activity = activity.clone();
             async move {
                 Ok::<_, std::convert::Infallible>(
-                    idle::serve_busy(activity, request, |request| {
-                        service::handle(state, client, request)
+                    idle::serve_busy(activity, request, |request, activity| {
+                        service::handle(state, client, scope, activity, request)
                     })
                     .await,
                 )

@@ -12,6 +12,7 @@ use hyper::body::Incoming;
 use tokio::time::Instant;
 
 use super::forward::{self, ForwardError, HoldingBody};
+use super::idle::Activity;
 use super::response::Answer;
 use super::state::ProxyState;
 use crate::fetch::{RobotsEntry, RobotsRules};
@@ -36,23 +37,28 @@ impl Outcome {
     }
 }
 
-/// Handles one request from a client of the proxy listener.
-pub async fn handle(
+/// Handles one request from a client of the proxy listener, on the
+/// connection whose activity is `activity`; `scope` is the connection's
+/// slot and lifecycle, given for a CONNECT (its tunnel outlives the request).
+pub(super) async fn handle(
     state: Arc<ProxyState>,
     client: SocketAddr,
+    scope: Option<super::ConnectionScope>,
+    activity: Arc<Activity>,
     request: Request<Incoming>,
 ) -> Response<ProxyBody> {
     if request.method() == Method::CONNECT {
         // Boxed: a CONNECT's future (decision, tunnel set-up) is large, and
         // inline it would size the future of every plain request too.
-        return Box::pin(super::connect::handle(state, client, request)).await;
+        let connect = super::connect::handle(state, client, scope, activity, request);
+        return Box::pin(connect).await;
     }
     let context = ClientContext {
         addr: client,
         user: None,
         tunneled: false,
     };
-    serve_request(state, context, request).await
+    serve_request(state, context, activity, request).await
 }
 
 /// Who sent a request.
@@ -70,10 +76,12 @@ pub struct ClientContext {
 }
 
 /// Runs one absolute-form request through the pipeline and logs it: a plain
-/// HTTP request, or one decrypted from an intercepted CONNECT.
+/// HTTP request, or one decrypted from an intercepted CONNECT. `activity`
+/// is its connection's, which a WebSocket upgrade keeps busy.
 pub async fn serve_request(
     state: Arc<ProxyState>,
     mut context: ClientContext,
+    activity: Arc<Activity>,
     request: Request<Incoming>,
 ) -> Response<ProxyBody> {
     let started = Instant::now();
@@ -85,14 +93,22 @@ pub async fn serve_request(
     let url = request.uri().clone();
     let mut agent = String::new();
     let mut host = String::new();
-    let (response, outcome) =
-        match pipeline(&state, &mut context, request, &mut agent, &mut host).await {
-            Ok((response, outcome)) => (response, outcome),
-            Err(refusal) => {
-                let (answer, outcome) = *refusal;
-                (answer.into_response(), outcome)
-            }
-        };
+    let (response, outcome) = match pipeline(
+        &state,
+        &mut context,
+        &activity,
+        request,
+        &mut agent,
+        &mut host,
+    )
+    .await
+    {
+        Ok((response, outcome)) => (response, outcome),
+        Err(refusal) => {
+            let (answer, outcome) = *refusal;
+            (answer.into_response(), outcome)
+        }
+    };
     let record = RequestRecord {
         host: (!host.is_empty()).then_some(host.as_str()),
         client: context.addr,
@@ -123,6 +139,7 @@ fn refuse(answer: Answer, outcome: Outcome) -> Refusal {
 async fn pipeline(
     state: &ProxyState,
     context: &mut ClientContext,
+    activity: &Arc<Activity>,
     mut request: Request<ProxyBody>,
     agent_out: &mut String,
     host_out: &mut String,
@@ -168,11 +185,7 @@ async fn pipeline(
     // and, once the origin answers 101, becomes a byte pipe.
     let upgrade = wants_upgrade(&request);
     let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut request));
-    let busy = request
-        .extensions()
-        .get::<Arc<super::idle::Activity>>()
-        .filter(|_| upgrade)
-        .map(|activity| activity.begin());
+    let busy = upgrade.then(|| activity.begin());
     forward::prepare_request(&mut request, &origin, &state.via, upgrade);
     let upstream_client = if upgrade {
         &state.upgrade_client
