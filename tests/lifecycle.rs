@@ -404,12 +404,12 @@ async fn reload_names_keys_that_need_a_restart() {
 #[tokio::test]
 async fn upstream_connect_timeout_keeps_its_value_until_a_restart() {
     let proxy = start_proxy("[identity]\nuser_agent = \"pass\"\n").await;
-    let before = proxy.reload.current().connect_timeout;
+    let before = proxy.reload.current().client.connect_timeout();
     let reloaded =
         proxy.edit_and_reload("[proxy]\n", "[proxy]\nupstream_connect_timeout = \"1s\"\n");
     assert_eq!(reloaded.restart_needed, ["proxy.upstream_connect_timeout"]);
     assert_ne!(before, Duration::from_secs(1));
-    assert_eq!(proxy.reload.current().connect_timeout, before);
+    assert_eq!(proxy.reload.current().client.connect_timeout(), before);
 }
 
 /// An intercepted (CONNECT + TLS with the proxy's CA) HTTP/1.1 connection

@@ -212,7 +212,7 @@ async fn tunnel_decision(
     // check above used: a second lookup by the socket layer could differ.
     let upstream = state
         .destinations
-        .connect(&origin.host, origin.port, state.connect_timeout)
+        .connect(&origin.host, origin.port, state.client.connect_timeout())
         .await
         .map_err(|error| match error {
             ConnectError::Destination(DestinationError::Denied { .. }) => refuse(

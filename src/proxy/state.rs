@@ -55,8 +55,6 @@ pub struct ProxyState {
     pub connect_ports: Vec<u16>,
     /// Leaf certificates for interception (intercept mode only).
     pub minter: Option<Arc<LeafMinter>>,
-    /// `proxy.upstream_connect_timeout`, for tunnels.
-    pub connect_timeout: Duration,
     /// `proxy.idle_timeout` and `proxy.header_read_timeout` (the latter also
     /// bounds a client's TLS handshake after CONNECT).
     pub timeouts: super::idle::Timeouts,
@@ -292,10 +290,6 @@ impl ProxyState {
             tls_mode: config.tls.mode,
             connect_ports: config.tls.connect_ports.clone(),
             minter,
-            // Kept on reload, like the pools built with it (a restart key):
-            // tunnels must not use a value the pools do not.
-            connect_timeout: previous
-                .map_or(config.proxy.upstream_connect_timeout, |p| p.connect_timeout),
             timeouts: super::idle::Timeouts {
                 idle: config.proxy.idle_timeout,
                 head: config.proxy.header_read_timeout,

@@ -189,6 +189,9 @@ fn client_on(connector: Connector, settings: &UpstreamSettings) -> UpstreamClien
 #[derive(Clone)]
 pub struct UpstreamPools {
     workers: Arc<[WorkerPools]>,
+    /// The connector's connect timeout, for connections opened beside the
+    /// pools (blind tunnels), so both use one value.
+    connect_timeout: std::time::Duration,
 }
 
 /// One worker's pools: plain-http origins go to `plain` (unless the pools
@@ -218,7 +221,16 @@ impl UpstreamPools {
                     .then(|| PlainPool::new(connector.clone(), settings.pool_idle_timeout)),
             })
             .collect();
-        Ok(UpstreamPools { workers })
+        Ok(UpstreamPools {
+            workers,
+            connect_timeout: settings.connect_timeout,
+        })
+    }
+
+    /// The time allowed to open a connection (`proxy.upstream_connect_timeout`
+    /// when these pools were built).
+    pub fn connect_timeout(&self) -> std::time::Duration {
+        self.connect_timeout
     }
 
     /// How many workers these pools serve.

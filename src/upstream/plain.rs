@@ -396,11 +396,14 @@ fn origin_form(uri: &Uri) -> Uri {
     }
 }
 
-/// `Host` for `uri`: its host, and its port unless it is 80 (RFC 9112 §3.2).
+/// `Host` for `uri` (an `http` URI, as all in this pool): its host, and its
+/// port unless it is the default (RFC 9112 §3.2).
 fn host_field(uri: &Uri) -> Option<HeaderValue> {
     let host = uri.host()?;
     match uri.port_u16() {
-        Some(port) if port != 80 => HeaderValue::from_str(&format!("{host}:{port}")).ok(),
+        Some(port) if port != crate::origin::Scheme::Http.default_port() => {
+            HeaderValue::from_str(&format!("{host}:{port}")).ok()
+        }
         _ => HeaderValue::from_str(host).ok(),
     }
 }
