@@ -20,7 +20,7 @@ use tokio::net::TcpStream;
 
 use super::idle::{serve_busy, Activity, IdleIo};
 use super::response::Answer;
-use super::service::{self, ClientContext, Scope};
+use super::service::{self, refuse, ClientContext, Outcome, Refusal, Scope};
 use super::state::ProxyState;
 use super::ConnectionScope;
 use crate::config::TlsMode;
@@ -41,8 +41,13 @@ pub async fn handle(
     let started = std::time::Instant::now();
     let target = request.uri().clone();
     let mut user = None;
-    let (response, agent, verdict) = match decide(&state, &request, &mut user).await {
-        Err((answer, agent, verdict)) => (answer.into_response(), agent, verdict),
+    let mut agent = String::new();
+    let (response, verdict, rule_line) = match decide(&state, &request, &mut user, &mut agent).await
+    {
+        Err(refusal) => {
+            let (answer, outcome) = *refusal;
+            (answer.into_response(), outcome.verdict, outcome.rule_line)
+        }
         Ok(Decision::Intercept(authority)) => {
             let on_upgrade = hyper::upgrade::on(&mut request);
             // The outer connection stays busy (no idle timer) while the
@@ -64,13 +69,9 @@ pub async fn handle(
                     Err(error) => tracing::debug!(%client, %error, "CONNECT upgrade failed"),
                 }
             });
-            (established(), String::new(), "intercept")
+            (established(), "intercept", None)
         }
-        Ok(Decision::Tunnel {
-            upstream,
-            agent,
-            permit,
-        }) => {
+        Ok(Decision::Tunnel { upstream, permit }) => {
             let on_upgrade = hyper::upgrade::on(&mut request);
             // A blind tunnel carries no request heads: only the idle timer.
             activity.mark_upgraded();
@@ -100,7 +101,7 @@ pub async fn handle(
                     Err(error) => tracing::debug!(%client, %error, "CONNECT upgrade failed"),
                 }
             });
-            (established(), agent, "tunnel")
+            (established(), "tunnel", None)
         }
     };
     let record = RequestRecord {
@@ -111,7 +112,7 @@ pub async fn handle(
         url: &target,
         agent: &agent,
         verdict,
-        rule_line: None,
+        rule_line,
         status: response.status().as_u16(),
         upstream: None,
         duration: started.elapsed(),
@@ -131,31 +132,27 @@ enum Decision {
     Intercept(Authority),
     Tunnel {
         upstream: TcpStream,
-        agent: String,
         permit: crate::policy::PacePermit,
     },
 }
 
-/// A refused CONNECT: the answer, the agent (if known yet) and the verdict.
-type ConnectRefusal = (Answer, String, &'static str);
-
-/// A refusal of a pipeline step CONNECT shares with plain requests.
-fn from_step(agent: &str) -> impl Fn(service::Refusal) -> ConnectRefusal + '_ {
-    move |refusal| {
-        let (answer, outcome) = *refusal;
-        (answer, agent.to_string(), outcome.verdict)
-    }
-}
-
+/// Decides a CONNECT with the pipeline's own steps and refusals; the user
+/// and (in tunnel mode) the agent are written out for the log record.
 async fn decide(
     state: &ProxyState,
     request: &Request<Incoming>,
     user: &mut Option<String>,
-) -> Result<Decision, ConnectRefusal> {
+    agent: &mut String,
+) -> Result<Decision, Refusal> {
     // CONNECT passes the client checks only; the user is carried to the
     // requests inside the tunnel.
-    *user = service::authenticate(state, request.headers()).map_err(from_step(""))?;
-    let refused = |reason: String| (Answer::BadRequest { reason }, String::new(), "bad-request");
+    *user = service::authenticate(state, request.headers())?;
+    let refused = |reason: String| {
+        refuse(
+            Answer::BadRequest { reason },
+            Outcome::refused("bad-request"),
+        )
+    };
     let authority = request
         .uri()
         .authority()
@@ -169,45 +166,41 @@ async fn decide(
     let origin =
         Origin::from_authority(Scheme::Https, &authority).map_err(|e| refused(e.to_string()))?;
     if !state.connect_ports.contains(&origin.port) {
-        return Err((
+        return Err(refuse(
             Answer::PortRefused { port: origin.port },
-            String::new(),
-            "port-refused",
+            Outcome::refused("port-refused"),
         ));
     }
     if service::targets_listener(&origin, state.listen) {
-        return Err((
+        return Err(refuse(
             Answer::Loop {
                 target: origin.to_string(),
             },
-            String::new(),
-            "loop",
+            Outcome::refused("loop"),
         ));
     }
-    service::check_destination(state, &origin)
-        .await
-        .map_err(from_step(""))?;
+    service::check_destination(state, &origin).await?;
     match state.tls_mode {
         TlsMode::Intercept => Ok(Decision::Intercept(authority)),
-        TlsMode::Tunnel => tunnel_decision(state, request, origin).await,
+        TlsMode::Tunnel => {
+            *agent = state.tunnel_agent(request);
+            tunnel_decision(state, agent, origin).await
+        }
     }
 }
 
-/// Tunnel mode: the CONNECT's own `User-Agent` (else the configured
-/// identity) is the agent; refuse when it may fetch nothing on the origin.
+/// Tunnel mode, for `agent` (the CONNECT's own `User-Agent`'s token, else
+/// the configured identity's): refuse when it may fetch nothing on the
+/// origin, else pace the start and connect.
 async fn tunnel_decision(
     state: &ProxyState,
-    request: &Request<Incoming>,
+    agent: &str,
     origin: Origin,
-) -> Result<Decision, ConnectRefusal> {
-    let agent = state.tunnel_agent(request);
+) -> Result<Decision, Refusal> {
     let entry = state.robots.lookup(&origin).await;
-    let robots = service::robots_verdict(state, &entry, &origin, &agent, Scope::Anything)
-        .map_err(from_step(&agent))?;
-    let permit = service::pace(state, &origin, robots.delay, None)
-        .await
-        .map_err(from_step(&agent))?;
-    let refuse = |answer: Answer, verdict: &'static str| (answer, agent.clone(), verdict);
+    let robots = service::robots_verdict(state, &entry, &origin, agent, Scope::Anything)?;
+    let permit = service::pace(state, &origin, robots.delay, None).await?;
+    let failed = |answer: Answer, verdict: &'static str| refuse(answer, Outcome::refused(verdict));
     // Only to an address the deny list allows, from the same answer the
     // check above used: a second lookup by the socket layer could differ.
     let upstream = state
@@ -215,20 +208,20 @@ async fn tunnel_decision(
         .connect(&origin.host, origin.port, state.client.connect_timeout())
         .await
         .map_err(|error| match error {
-            ConnectError::Destination(DestinationError::Denied { .. }) => refuse(
+            ConnectError::Destination(DestinationError::Denied { .. }) => failed(
                 Answer::DestinationDenied {
                     host: origin.host.clone(),
                 },
                 "destination-denied",
             ),
-            ConnectError::TimedOut { waited, .. } => refuse(
+            ConnectError::TimedOut { waited, .. } => failed(
                 Answer::UpstreamTimeout {
                     origin: origin.to_string(),
                     waited,
                 },
                 "upstream-failed",
             ),
-            error => refuse(
+            error => failed(
                 Answer::UpstreamError {
                     origin: origin.to_string(),
                     reason: error.to_string(),
@@ -237,11 +230,7 @@ async fn tunnel_decision(
             ),
         })?;
     let _ = upstream.set_nodelay(true);
-    Ok(Decision::Tunnel {
-        upstream,
-        agent,
-        permit,
-    })
+    Ok(Decision::Tunnel { upstream, permit })
 }
 
 async fn tunnel(client: SocketAddr, upgraded: hyper::upgrade::Upgraded, mut upstream: TcpStream) {

@@ -23,12 +23,12 @@ use crate::upstream::{BoxError, ClientBodyError, ProxyBody, UpstreamFailure};
 /// How a request ended, for the log line and metrics.
 pub(super) struct Outcome {
     pub(super) verdict: &'static str,
-    rule_line: Option<u32>,
+    pub(super) rule_line: Option<u32>,
     upstream: Option<Duration>,
 }
 
 impl Outcome {
-    fn refused(verdict: &'static str) -> Self {
+    pub(super) fn refused(verdict: &'static str) -> Self {
         Outcome {
             verdict,
             rule_line: None,
@@ -132,7 +132,7 @@ pub async fn serve_request(
 /// pacing) return it too.
 pub(super) type Refusal = Box<(Answer, Outcome)>;
 
-fn refuse(answer: Answer, outcome: Outcome) -> Refusal {
+pub(super) fn refuse(answer: Answer, outcome: Outcome) -> Refusal {
     Box::new((answer, outcome))
 }
 
