@@ -375,12 +375,8 @@ async fn status_page_and_metrics_follow_a_reload() {
     assert!(page.body.contains("HTTPS intercepted"), "{}", page.body);
 
     // One intercepted handshake mints one leaf certificate.
-    let (stream, head) = support::proxy::connect_head(proxy.addr, "127.0.0.1:443", "").await;
-    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    let ca = std::fs::read(proxy.dir.join("ca.pem")).expect("the CA made on reload");
-    support::proxy::tls_handshake(stream, &ca, &[b"http/1.1"])
-        .await
-        .expect("TLS with the proxy's new CA");
+    let ca = proxy.dir.join("ca.pem");
+    support::proxy::intercept(proxy.addr, "127.0.0.1:443", "", &ca, &[b"http/1.1"]).await;
     let metrics = scrape(&proxy).await;
     assert_eq!(
         sample(&metrics, "robots_guard_tls_leaf_certificates_minted_total"),

@@ -11,6 +11,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use support::origin::{Reply, TestOrigin};
+use support::proxy::{raw, raw_status};
 
 const BIN: &str = env!("CARGO_BIN_EXE_robots-guard");
 
@@ -247,36 +248,32 @@ fn message(v: &serde_json::Value) -> &str {
     v["message"].as_str().unwrap_or("")
 }
 
-/// GET `url` through the proxy at `proxy` with a blocking raw HTTP/1.1
-/// exchange; returns the status code.
+/// GET `url` through the proxy listening at `proxy` (a raw HTTP/1.1 exchange);
+/// returns the status code (0 if the answer has none).
 async fn get_through(proxy: &str, url: &str, user_agent: Option<&str>) -> u16 {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(proxy)
-        .await
-        .expect("connect");
     let ua = user_agent
         .map(|ua| format!("User-Agent: {ua}\r\n"))
         .unwrap_or_default();
     let head = format!("GET {url} HTTP/1.1\r\nHost: x\r\n{ua}Connection: close\r\n\r\n");
-    stream.write_all(head.as_bytes()).await.expect("send");
-    let mut answer = Vec::new();
-    stream.read_to_end(&mut answer).await.expect("read");
-    let text = String::from_utf8_lossy(&answer);
-    text.split(' ')
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .unwrap_or_else(|| panic!("no status in {text}"))
+    let proxy = proxy.parse().expect("the proxy's listen address");
+    raw_status(&raw(proxy, head.as_bytes()).await)
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn serve_with_json_logs_reloads_on_sighup_and_drains_on_sigterm() {
-    let origin = TestOrigin::start(|req| async move {
+/// An origin whose robots.txt disallows `/private`; other paths answer
+/// `page <path>`.
+async fn site() -> TestOrigin {
+    TestOrigin::start(|req| async move {
         match req.uri().path() {
             "/robots.txt" => Reply::text(200, "User-agent: *\nDisallow: /private\n"),
             path => Reply::text(200, format!("page {path}")),
         }
     })
-    .await;
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn serve_with_json_logs_reloads_on_sighup_and_drains_on_sigterm() {
+    let origin = site().await;
     let dir = support::temp_dir("cli-lifecycle");
     let config = dir.join("config.toml");
     let access = dir.join("access.jsonl");
@@ -386,13 +383,7 @@ fn threads_named(pid: u32, prefix: &str) -> usize {
 #[cfg(target_os = "linux")]
 #[tokio::test(flavor = "multi_thread")]
 async fn serve_starts_the_configured_worker_threads_and_they_all_serve() {
-    let origin = TestOrigin::start(|req| async move {
-        match req.uri().path() {
-            "/robots.txt" => Reply::text(200, "User-agent: *\nDisallow: /private\n"),
-            path => Reply::text(200, format!("page {path}")),
-        }
-    })
-    .await;
+    let origin = site().await;
     let dir = support::temp_dir("cli-workers");
     let config = dir.join("config.toml");
     std::fs::write(

@@ -515,11 +515,6 @@ async fn tls_origin_answering_in_plaintext_is_502_naming_the_handshake() {
     bystander_is_served(&proxy, &site, "/after").await;
 }
 
-/// Sends `CONNECT 127.0.0.1:443` and reads the proxy's answer head.
-async fn connect(proxy: &TestProxy) -> (TcpStream, String) {
-    support::proxy::connect_head(proxy.addr(), "127.0.0.1:443", "").await
-}
-
 /// Reads until the proxy closes the connection; panics if it is still open after
 /// `within`. Returns what it sent (a TLS alert, at most).
 async fn closed_within(stream: &mut TcpStream, within: Duration) -> Vec<u8> {
@@ -556,7 +551,8 @@ async fn client_speaking_tls_garbage_after_connect_is_dropped_and_the_proxy_stay
         b"\x15\x03\x03\x00\x02\x02\x28",
     ];
     for bytes in garbage {
-        let (mut stream, head) = connect(&proxy).await;
+        let (mut stream, head) =
+            support::proxy::connect_head(proxy.addr(), "127.0.0.1:443", "").await;
         assert!(head.starts_with("HTTP/1.1 200"), "{head}");
         stream.write_all(bytes).await.expect("send garbage");
         // Either rustls refuses at once, or the handshake timer
@@ -565,7 +561,7 @@ async fn client_speaking_tls_garbage_after_connect_is_dropped_and_the_proxy_stay
         bystander_is_served(&proxy, &site, "/between").await;
     }
     // Silence after CONNECT: closed by the handshake timer.
-    let (mut stream, head) = connect(&proxy).await;
+    let (mut stream, head) = support::proxy::connect_head(proxy.addr(), "127.0.0.1:443", "").await;
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     let started = Instant::now();
     closed_within(&mut stream, Duration::from_secs(3)).await;

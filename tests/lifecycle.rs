@@ -11,7 +11,6 @@ use bytes::Bytes;
 use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Empty};
 use hyper::client::conn::http1::SendRequest;
-use hyper_util::rt::TokioIo;
 use robots_guard::config::Config;
 use robots_guard::proxy::{ReloadError, ReloadHandle, Server};
 use tokio::net::TcpStream;
@@ -122,11 +121,7 @@ async fn origin(slow: Duration) -> TestOrigin {
 /// One keep-alive HTTP/1.1 client connection to the proxy.
 async fn client(proxy: std::net::SocketAddr) -> SendRequest<Empty<Bytes>> {
     let stream = TcpStream::connect(proxy).await.expect("connect to proxy");
-    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .expect("h1 handshake");
-    tokio::spawn(conn);
-    sender
+    support::proxy::h1_client(stream).await
 }
 
 fn get(url: &str, user_agent: Option<&str>) -> Request<Empty<Bytes>> {
@@ -416,17 +411,9 @@ async fn upstream_connect_timeout_keeps_its_value_until_a_restart() {
 /// to a TLS origin on 127.0.0.1.
 async fn intercepted(proxy: &Proxy, port: u16) -> SendRequest<Empty<Bytes>> {
     let target = format!("127.0.0.1:{port}");
-    let (stream, head) = support::proxy::connect_head(proxy.addr, &target, "").await;
-    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    let ca = std::fs::read(proxy.dir.join("ca.pem")).expect("proxy CA");
-    let stream = support::proxy::tls_handshake(stream, &ca, &[b"http/1.1"])
-        .await
-        .expect("TLS with the proxy");
-    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .expect("h1 handshake");
-    tokio::spawn(conn);
-    sender
+    let ca = proxy.dir.join("ca.pem");
+    let stream = support::proxy::intercept(proxy.addr, &target, "", &ca, &[b"http/1.1"]).await;
+    support::proxy::h1_client(stream).await
 }
 
 /// A proxy in intercept mode trusting `ca` upstream, for an origin on `port`.

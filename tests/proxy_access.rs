@@ -8,26 +8,9 @@ use base64::Engine;
 use http::StatusCode;
 
 use support::origin::{Reply, TestOrigin};
-use support::proxy::{config_with, get, get_request, raw, raw_header, raw_status, send, TestProxy};
-
-/// Sends `request` and reads only the answer's head (a CONNECT that
-/// succeeds keeps the connection open).
-async fn head(proxy: std::net::SocketAddr, request: &str) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(proxy)
-        .await
-        .expect("connect");
-    stream.write_all(request.as_bytes()).await.expect("write");
-    let mut answer = Vec::new();
-    let mut byte = [0u8; 1];
-    while !answer.ends_with(b"\r\n\r\n") {
-        match stream.read(&mut byte).await {
-            Ok(1) => answer.push(byte[0]),
-            _ => break,
-        }
-    }
-    String::from_utf8_lossy(&answer).into_owned()
-}
+use support::proxy::{
+    config_with, connect_head, get, get_request, raw, raw_header, raw_status, send, TestProxy,
+};
 
 fn basic(user: &str, password: &str) -> String {
     let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
@@ -93,21 +76,14 @@ async fn connect_needs_credentials_and_its_user_covers_the_tunnel() {
         c.auth.users.insert("bob".into(), "pw".into());
     }))
     .await;
-    let answer = head(
-        proxy.addr(),
-        "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n",
-    )
-    .await;
+    let (_, answer) = connect_head(proxy.addr(), "example.com:443", "").await;
     assert_eq!(raw_status(&answer), 407, "{answer}");
     assert!(raw_header(&answer, "proxy-authenticate").is_some());
-    let request = format!(
-        "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\nProxy-Authorization: {}\r\n\r\n",
-        basic("bob", "pw")
-    );
+    let credentials = format!("Proxy-Authorization: {}\r\n", basic("bob", "pw"));
     // Intercept mode answers 200 before contacting anyone; the requests
     // inside the tunnel then run as bob without credentials of their own
     // (tests/proxy_https.rs covers the decrypted side).
-    let answer = head(proxy.addr(), &request).await;
+    let (_, answer) = connect_head(proxy.addr(), "example.com:443", &credentials).await;
     assert_eq!(raw_status(&answer), 200, "{answer}");
 }
 
@@ -134,11 +110,8 @@ async fn denied_destinations_are_refused_after_resolution_without_contact() {
     assert_eq!(answer.status, StatusCode::FORBIDDEN);
     assert_eq!(answer.reason(), Some("destination-denied"));
     // CONNECT too.
-    let connect = format!(
-        "CONNECT localhost:{0} HTTP/1.1\r\nHost: localhost:{0}\r\n\r\n",
-        origin.port()
-    );
-    let answer = head(proxy.addr(), &connect).await;
+    let target = format!("localhost:{}", origin.port());
+    let (_, answer) = connect_head(proxy.addr(), &target, "").await;
     assert_eq!(raw_status(&answer), 403, "{answer}");
     assert_eq!(origin.connections(), 0, "the origin was never contacted");
 }

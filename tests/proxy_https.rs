@@ -80,12 +80,8 @@ async fn intercepted_tls(
     port: u16,
     alpn: &[&[u8]],
 ) -> tokio_rustls::client::TlsStream<TcpStream> {
-    let (stream, status) = connect(proxy.addr, &format!("127.0.0.1:{port}"), None).await;
-    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
-    let ca_pem = std::fs::read(&proxy.ca_pem).expect("proxy CA");
-    tls_handshake(stream, &ca_pem, alpn)
-        .await
-        .expect("TLS with the proxy")
+    let target = format!("127.0.0.1:{port}");
+    support::proxy::intercept(proxy.addr, &target, "", &proxy.ca_pem, alpn).await
 }
 
 /// An intercepted connection that negotiated HTTP/2 (offering `alpn`), ready
@@ -172,10 +168,7 @@ fn get(uri: &str) -> Request<Empty<Bytes>> {
 /// CONNECT, TLS with the proxy's CA, then HTTP/1.1 requests on that tunnel.
 async fn intercepted_h1(proxy: &Proxy, port: u16, paths: &[&str]) -> Vec<Answer> {
     let tls = intercepted_tls(proxy, port, &[b"http/1.1"]).await;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
-        .await
-        .expect("h1 handshake");
-    tokio::spawn(conn);
+    let mut sender = support::proxy::h1_client(tls).await;
     let mut answers = Vec::new();
     for path in paths {
         let response = sender.send_request(get(path)).await.expect("response");
@@ -226,10 +219,7 @@ async fn intercepted_http1_heads_over_max_header_bytes_are_431() {
     let proxy = proxy_for(&ca, &origin, |_| {}).await;
     let max_head = Config::default().proxy.max_header_bytes.get();
     let tls = intercepted_tls(&proxy, origin.port(), &[b"http/1.1"]).await;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
-        .await
-        .expect("h1 handshake");
-    tokio::spawn(conn);
+    let mut sender = support::proxy::h1_client(tls).await;
     let mut request = get("/big");
     request.headers_mut().insert(
         "x-big",
@@ -299,10 +289,7 @@ async fn intercept_checks_identity_per_request_not_on_connect() {
     let proxy = proxy_for(&ca, &origin, |_| {}).await;
     // CONNECT without a User-Agent is fine; the decrypted request without one is not.
     let tls = intercepted_tls(&proxy, origin.port(), &[b"http/1.1"]).await;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
-        .await
-        .expect("h1");
-    tokio::spawn(conn);
+    let mut sender = support::proxy::h1_client(tls).await;
     let request = Request::builder()
         .uri("/page")
         .header("host", "127.0.0.1")
@@ -325,21 +312,10 @@ async fn tunnel_user_covers_the_decrypted_requests() {
     let (_, status) = connect(proxy.addr, &target, None).await;
     assert!(status.starts_with("HTTP/1.1 407"), "{status}");
     // "carol:pw" in base64.
-    let (stream, status) = connect_head(
-        proxy.addr,
-        &target,
-        "Proxy-Authorization: Basic Y2Fyb2w6cHc=\r\n",
-    )
-    .await;
-    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
-    let ca_pem = std::fs::read(&proxy.ca_pem).expect("proxy CA");
-    let tls = tls_handshake(stream, &ca_pem, &[b"http/1.1"])
-        .await
-        .expect("TLS");
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
-        .await
-        .expect("h1");
-    tokio::spawn(conn);
+    let auth = "Proxy-Authorization: Basic Y2Fyb2w6cHc=\r\n";
+    let tls =
+        support::proxy::intercept(proxy.addr, &target, auth, &proxy.ca_pem, &[b"http/1.1"]).await;
+    let mut sender = support::proxy::h1_client(tls).await;
     // No Proxy-Authorization inside the tunnel: the CONNECT's user covers it.
     let answer = read_answer(sender.send_request(get("/inside")).await.expect("response")).await;
     assert_eq!(
@@ -446,10 +422,7 @@ async fn tunnel_mode_refuses_when_everything_is_disallowed() {
     let tls = tls_handshake(stream, ca.cert_pem().as_bytes(), &[b"http/1.1"])
         .await
         .expect("TLS with the origin");
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
-        .await
-        .expect("h1");
-    tokio::spawn(conn);
+    let mut sender = support::proxy::h1_client(tls).await;
     let answer = read_answer(
         sender
             .send_request(get("/anything"))

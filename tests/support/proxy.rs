@@ -364,3 +364,33 @@ pub async fn tls_handshake(
     let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("server name");
     client_tls(root_pem, alpn).connect(name, stream).await
 }
+
+/// An intercepted tunnel: `CONNECT target` (with `extra` header lines) must be answered
+/// `200`, then a TLS handshake for `127.0.0.1` trusting the proxy's CA (the PEM file at
+/// `ca_pem`), offering `alpn`.
+pub async fn intercept(
+    proxy: SocketAddr,
+    target: &str,
+    extra: &str,
+    ca_pem: &std::path::Path,
+    alpn: &[&[u8]],
+) -> tokio_rustls::client::TlsStream<TcpStream> {
+    let (stream, head) = connect_head(proxy, target, extra).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let ca = std::fs::read(ca_pem).expect("the proxy's CA");
+    tls_handshake(stream, &ca, alpn)
+        .await
+        .expect("TLS with the proxy")
+}
+
+/// An HTTP/1.1 client over `io` (a tunnel or TLS stream), its connection driven by a task.
+pub async fn h1_client<S>(io: S) -> SendRequest<Empty<Bytes>>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (sender, conn) = http1::handshake(TokioIo::new(io))
+        .await
+        .expect("h1 handshake");
+    tokio::spawn(conn);
+    sender
+}
