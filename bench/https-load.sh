@@ -67,13 +67,6 @@ source "$BENCH/common.sh"
 # --- tools --------------------------------------------------------------------------
 export PATH=$PATH:/usr/sbin:/sbin
 has() { command -v "$1" >/dev/null 2>&1; }
-apt_install() {
-    [[ $INSTALL == 1 ]] || die "missing: $* (INSTALL=0)"
-    log "installing $*"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get install -y "$@" >/dev/null 2>&1 ||
-        { apt-get update >/dev/null && apt-get install -y "$@" >/dev/null; }
-}
 need_install=()
 for pair in nginx:nginx curl:curl openssl:openssl taskset:util-linux python3:python3; do
     has "${pair%%:*}" || need_install+=("${pair#*:}")
@@ -105,27 +98,10 @@ if [[ " $TARGETS " == *" mitmdump "* && ! -x $MITMDUMP ]]; then
     MITMDUMP=$TOOLS/mitm-venv/bin/mitmdump
 fi
 
-case " $TARGETS " in *" robots-guard"*) ;; *) BUILD=0 RG_BIN=true ;; esac
-if [[ $BUILD == 1 ]]; then
-    log "building robots-guard (release)"
-    (cd "$ROOT" && CARGO_TARGET_DIR=$TARGET_DIR cargo build --release --quiet)
-fi
-[[ $RG_BIN == true || -x $RG_BIN ]] || die "no robots-guard binary at $RG_BIN (set RG_BIN or BUILD=1)"
+build_robots_guard
 
 # --- work dirs, cleanup ---------------------------------------------------------------
-STAMP=$(date +%Y%m%d-%H%M%S)
-OUT=$BENCH/results/https-$STAMP
-mkdir -p "$OUT"
-WORK=$(mktemp -d /tmp/rg-httpsbench.XXXXXX)
-chmod 755 "$WORK"
-PIDS=()
-
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# Prefixes that pin a command (taskset execs it, so $! is the server's own pid).
-PIN0=() PIN1=()
-if [[ $PIN == 1 ]]; then PIN0=(taskset -c 0) PIN1=(taskset -c 1); fi
+start_run https- rg-httpsbench
 # oha's tokio threads: 1 when it has one CPU, else one per CPU.
 if [[ $PIN == 1 ]]; then OHA_THREADS=${OHA_THREADS:-1}; else OHA_THREADS=${OHA_THREADS:-$(nproc)}; fi
 
@@ -163,17 +139,7 @@ for i in $(seq 1 $((NEWHOSTS + 1))); do
 done
 chmod 644 "$ODIR"/*.pem "$ODIR"/*.key
 ORIGIN_CA=$ODIR/origin-ca.pem
-# A 612-byte page (the size of nginx's old default index.html) and a robots.txt that
-# allows it.
-python3 - "$ODIR/www/page" <<'EOF'
-import sys
-head = "<!DOCTYPE html>\n<html>\n<head><title>loadbench</title></head>\n<body>\n<p>"
-tail = "</p>\n</body>\n</html>\n"
-body = head + "x" * (612 - len(head) - len(tail)) + tail
-assert len(body) == 612
-open(sys.argv[1], "w").write(body)
-EOF
-printf 'User-agent: *\nAllow: /\nDisallow: /private/\n' >"$ODIR/www/robots.txt"
+origin_site "$ODIR/www"
 fill "$BENCH/nginx-tls.conf" "$ODIR/nginx.conf" DIR="$ODIR" PORT="$ORIGIN_PORT" SERVERS="$servers"
 "${PIN0[@]}" nginx -p "$ODIR" -c "$ODIR/nginx.conf" 2>"$ODIR/stderr" &
 ORIGIN_PID=$!
@@ -186,10 +152,7 @@ log "origin nginx on $ORIGIN_URL (pid $ORIGIN_PID)"
 
 # --- machine and versions --------------------------------------------------------------
 {
-    echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-    echo "host: nproc=$(nproc), $(lscpu | sed -n 's/^Model name: *//p'), $(free -m | awk '/^Mem:/{print $2}') MiB RAM, kernel $(uname -r)"
-    echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-    echo "robots-guard: $("$RG_BIN" --version) ($(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo '?'))"
+    machine_meta
     echo "nginx: $(nginx -v 2>&1 | sed 's/^nginx version: //'), $(openssl version)"
     echo "oha: $("$OHA" --version | head -1)"
     echo "curl: $(curl --version | head -1 | cut -d' ' -f1-5)"
@@ -206,9 +169,7 @@ cat "$OUT/meta.txt" >&2
 # TCA (the CA file clients must trust).
 start_target() {
     local name=$1 dir=$WORK/$1
-    rm -rf "$dir"
-    mkdir -p "$dir"
-    chmod 1777 "$dir"
+    fresh_dir "$name"
     TPORT=$(free_port)
     case $name in
     direct)
@@ -256,16 +217,10 @@ start_target() {
     [[ $code == 200 ]] || { tail -n 5 "$dir"/*.log "$dir"/std* >&2 || true; die "$name answered $code to a probe"; }
 }
 
-stop_target() {
-    local name=$1
-    [[ $name == direct ]] && return 0
-    stop_pid "$TPID"
-    local keep=()
-    for pid in "${PIDS[@]}"; do [[ $pid == "$TPID" ]] || keep+=("$pid"); done
-    PIDS=("${keep[@]}")
-    # Keep the proxy's own log lines (errors) with the raw results.
-    cp "$WORK/$name/stderr" "$OUT/$name.stderr.last" 2>/dev/null || true
-    [[ $name == squid ]] && cp "$WORK/$name/squid-cache.log" "$OUT/squid-cache.log.last" 2>/dev/null || true
+# stop_tls_target NAME: stop_target, keeping Squid's cache.log (its TLS errors) too.
+stop_tls_target() {
+    stop_target "$1"
+    [[ $1 == squid ]] && cp "$WORK/$1/squid-cache.log" "$OUT/squid-cache.log.last" 2>/dev/null || true
 }
 
 # run_oha NAME MODE SECONDS OUTFILE
@@ -320,14 +275,8 @@ for round in $(seq "$ROUNDS"); do
                 "$before" "$after" "$obefore" "$oafter") ||
                 { cat "$raw" "$raw.stderr" >&2; die "no result from oha for $name $mode"; }
             echo "$line" >>"$RUNS"
-            stop_target "$name"
-            log "[$n/$total] round $round $mode $name: $(python3 -c '
-import json,sys; r=json.loads(sys.argv[1])
-s="%.0f req/s p50 %d us p99 %d us" % (r["rps"], r["p50_us"], r["p99_us"])
-if "cpu_us_per_req" in r: s += " cpu %.1f us/req rss %.1f MiB" % (r["cpu_us_per_req"], r["hwm_kib"]/1024)
-if r["errors"]: s += " errors %s" % r["errors"]
-if r["non200"]: s += " non-200 %s" % r["non200"]
-print(s)' "$line") (load $load)"
+            stop_tls_target "$name"
+            log "[$n/$total] round $round $mode $name: $(python3 "$BENCH/benchlib.py" progress "$line") (load $load)"
         done
     done
 done
@@ -358,7 +307,7 @@ print(json.dumps({"target": sys.argv[1], "pass": sys.argv[2],
             admin=$(sed -n 's/^listen = "\(127.0.0.1:[0-9]*\)"$/\1/p' "$WORK/$name/config.toml" | tail -n 1)
             curl -s "http://$admin/metrics" | grep -E '^robots_guard_tls_leaf' >"$OUT/$name-leaf-metrics.txt" || true
         fi
-        stop_target "$name"
+        stop_tls_target "$name"
         log "new-host handshakes through $name done"
     done
 fi

@@ -11,8 +11,9 @@ that oha cut off at the deadline ("aborted due to deadline") are not errors.
 import json
 import sys
 
+from benchlib import add_cpu
+
 name, mode, rnd, load, path = sys.argv[1:6]
-b, a, ob, oa = (json.loads(x) for x in sys.argv[6:10])
 with open(path) as f:
     res = json.load(f)
 summary = res["summary"]
@@ -26,7 +27,6 @@ errors = {
     if "aborted due to deadline" not in k
 }
 pct = res["latencyPercentiles"]
-req = max(responses, 1)
 rec = {
     "target": name,
     "mode": mode,
@@ -39,11 +39,5 @@ rec = {
     "requests": responses,
     "non200": {k: v for k, v in codes.items() if k != "200"},
     "errors": errors,
-    "origin_cpu_us_per_req": (oa["cpu_s"] - ob["cpu_s"]) * 1e6 / req,
 }
-if name != "direct":
-    rec["cpu_us_per_req"] = (a["cpu_s"] - b["cpu_s"]) * 1e6 / req
-    rec["hwm_kib"] = a["hwm_kib"]
-    rec["procs"] = a["procs"]
-    rec["threads"] = a["threads"]
-print(json.dumps(rec))
+print(json.dumps(add_cpu(rec, name, sys.argv[6:10], responses)))

@@ -8,10 +8,10 @@ new-host probe) and meta.txt; prints per mode a table of medians over the rounds
 (requests/s, p50, p99, proxy CPU per request) and the largest peak RSS seen, with ratios
 to direct and to Squid, then the new-host handshake table and the goal checks.
 """
-import json
-import statistics
 import sys
 from pathlib import Path
+
+from benchlib import Goals, fmt_us, med, print_header, read_jsonl, summarise
 
 ORDER = ["direct", "robots-guard", "robots-guard-info", "squid", "mitmdump"]
 LABEL = {
@@ -28,43 +28,16 @@ MODE_LABEL = {
 }
 
 
-def med(values):
-    return statistics.median(values) if values else None
-
-
 def pctl(values, q):
     v = sorted(values)
     return v[min(len(v) - 1, int(round(q * (len(v) - 1))))]
 
 
-def summarise(runs):
-    """{(target, mode): stats}"""
-    groups = {}
-    for r in runs:
-        groups.setdefault((r["target"], r["mode"]), []).append(r)
-    out = {}
-    for key, rs in groups.items():
-        rps = [r["rps"] for r in rs]
-        s = {
-            "n": len(rs),
-            "rps": med(rps),
-            "rps_spread": (max(rps) - min(rps)) / med(rps) if med(rps) else 0,
-            "p50_us": med([r["p50_us"] for r in rs]),
-            "p99_us": med([r["p99_us"] for r in rs]),
-            "origin_cpu": med([r["origin_cpu_us_per_req"] for r in rs]),
-            "errors": sum(sum(r["errors"].values()) for r in rs),
-            "non200": sum(sum(r["non200"].values()) for r in rs),
-            "requests": sum(r["requests"] for r in rs),
-        }
-        if "cpu_us_per_req" in rs[0]:
-            s["cpu"] = med([r["cpu_us_per_req"] for r in rs])
-            s["hwm_mib"] = max(r["hwm_kib"] for r in rs) / 1024
-        out[key] = s
-    return out
-
-
-def fmt_us(us):
-    return f"{us / 1000:.2f} ms" if us >= 1000 else f"{us:.0f} µs"
+def counts(rs):
+    return {
+        "errors": sum(sum(r["errors"].values()) for r in rs),
+        "non200": sum(sum(r["non200"].values()) for r in rs),
+    }
 
 
 def table(stats, mode):
@@ -131,10 +104,8 @@ def hs_table(hs, cpu):
 
 
 def goals(stats, hs):
-    out = []
-
-    def check(ok, text):
-        out.append(f"- {'MET' if ok else 'MISSED'}: {text}")
+    out = Goals()
+    check = out.check
 
     for mode, factor in (("keepalive", 2), ("newconn", 3)):
         rg, sq = stats.get(("robots-guard", mode)), stats.get(("squid", mode))
@@ -158,25 +129,15 @@ def goals(stats, hs):
             if ("direct", "new") in data else
             f"over {len(new)} hosts (CONNECT sent → TLS handshake done, client side)",
         )
-    return "\n".join(out)
+    return str(out)
 
 
 def main():
     d = Path(sys.argv[1])
-    read = lambda name: [json.loads(l) for l in (d / name).read_text().splitlines() if l.strip()] \
-        if (d / name).exists() else []
-    runs, hs, hs_cpu = read("runs.jsonl"), read("handshakes.jsonl"), read("handshake-cpu.jsonl")
-    stats = summarise(runs)
+    runs, hs, hs_cpu = (read_jsonl(d / n) for n in ("runs.jsonl", "handshakes.jsonl", "handshake-cpu.jsonl"))
+    stats = summarise(runs, counts)
     modes = [m for m in ("keepalive", "newconn", "h2") if any(k[1] == m for k in stats)]
-    meta = (d / "meta.txt").read_text().strip() if (d / "meta.txt").exists() else ""
-    loads = [r["load1"] for r in runs]
-    print("```")
-    print(meta)
-    if loads:
-        print(f"1-min load average at run starts: min {min(loads):.2f}, median "
-              f"{statistics.median(loads):.2f}, max {max(loads):.2f}")
-    print("```")
-    print()
+    print_header(d, runs)
     for m in modes:
         print(table(stats, m))
         print()

@@ -50,55 +50,22 @@ for pair in nginx:nginx wrk:wrk squid:squid tinyproxy:tinyproxy privoxy:privoxy 
     cmd=${pair%%:*}
     command -v "$cmd" >/dev/null 2>&1 || [[ -x /usr/sbin/$cmd ]] || need_install+=("${pair#*:}")
 done
-if ((${#need_install[@]})); then
-    [[ $INSTALL == 1 ]] || die "missing: ${need_install[*]} (INSTALL=0)"
-    log "installing ${need_install[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get install -y "${need_install[@]}" >/dev/null 2>&1 ||
-        { apt-get update >/dev/null && apt-get install -y "${need_install[@]}" >/dev/null; }
-fi
+((${#need_install[@]} == 0)) || apt_install "${need_install[@]}"
 export PATH=$PATH:/usr/sbin:/sbin
 # Debian's postinst scripts may start system instances; ours use their own ports, so
 # those are left alone.
 
-case " $TARGETS " in *" robots-guard"*) ;; *) BUILD=0 RG_BIN=true ;; esac
-if [[ $BUILD == 1 ]]; then
-    log "building robots-guard (release)"
-    (cd "$ROOT" && CARGO_TARGET_DIR=$TARGET_DIR cargo build --release --quiet)
-fi
-[[ $RG_BIN == true || -x $RG_BIN ]] || die "no robots-guard binary at $RG_BIN (set RG_BIN or BUILD=1)"
+build_robots_guard
 
 # --- work dirs, cleanup ---------------------------------------------------------------
-STAMP=$(date +%Y%m%d-%H%M%S)
-OUT=$BENCH/results/$STAMP
-mkdir -p "$OUT"
-WORK=$(mktemp -d /tmp/rg-loadbench.XXXXXX)
-chmod 755 "$WORK"
-PIDS=()
-
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# Prefixes that pin a command (taskset execs it, so $! is the server's own pid).
-PIN0=() PIN1=()
-if [[ $PIN == 1 ]]; then PIN0=(taskset -c 0) PIN1=(taskset -c 1); fi
+start_run "" rg-loadbench
 
 
 # --- origin ----------------------------------------------------------------------------
 ORIGIN_PORT=$(free_port)
 ODIR=$WORK/origin
 mkdir -p "$ODIR/www" "$ODIR/tmp"
-# A 612-byte page (the size of nginx's old default index.html) and a robots.txt that
-# allows it.
-python3 - "$ODIR/www/page" <<'EOF'
-import sys
-head = "<!DOCTYPE html>\n<html>\n<head><title>loadbench</title></head>\n<body>\n<p>"
-tail = "</p>\n</body>\n</html>\n"
-body = head + "x" * (612 - len(head) - len(tail)) + tail
-assert len(body) == 612
-open(sys.argv[1], "w").write(body)
-EOF
-printf 'User-agent: *\nAllow: /\nDisallow: /private/\n' >"$ODIR/www/robots.txt"
+origin_site "$ODIR/www"
 fill "$BENCH/nginx.conf" "$ODIR/nginx.conf" DIR="$ODIR" PORT="$ORIGIN_PORT"
 "${PIN0[@]}" nginx -p "$ODIR" -c "$ODIR/nginx.conf" 2>"$ODIR/stderr" &
 ORIGIN_PID=$!
@@ -109,10 +76,7 @@ log "origin nginx on $ORIGIN_URL (pid $ORIGIN_PID)"
 
 # --- machine and versions --------------------------------------------------------------
 {
-    echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-    echo "host: nproc=$(nproc), $(lscpu | sed -n 's/^Model name: *//p'), $(free -m | awk '/^Mem:/{print $2}') MiB RAM, kernel $(uname -r)"
-    echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-    echo "robots-guard: $("$RG_BIN" --version) ($(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo '?'))"
+    machine_meta
     echo "nginx: $(nginx -v 2>&1 | sed 's/^nginx version: //')"
     echo "wrk: $(wrk -v 2>&1 | head -1 | awk '{print $2}')"
     echo "squid: $(squid -v | head -1 | sed 's/^Squid Cache: //')"
@@ -128,9 +92,7 @@ cat "$OUT/meta.txt" >&2
 # start_target NAME: starts a fresh instance, sets TPID and TPORT (empty for direct).
 start_target() {
     local name=$1 dir=$WORK/$1
-    rm -rf "$dir"
-    mkdir -p "$dir"
-    chmod 1777 "$dir"
+    fresh_dir "$name"
     TPORT=$(free_port)
     case $name in
     direct)
@@ -172,17 +134,6 @@ start_target() {
     [[ $code == 200 ]] || { tail -5 "$dir"/* >&2 || true; die "$name answered $code to a probe"; }
 }
 
-stop_target() {
-    local name=$1
-    [[ $name == direct ]] && return 0
-    stop_pid "$TPID"
-    local keep=()
-    for pid in "${PIDS[@]}"; do [[ $pid == "$TPID" ]] || keep+=("$pid"); done
-    PIDS=("${keep[@]}")
-    # Keep the proxy's own log lines (errors) with the raw results.
-    cp "$WORK/$name/stderr" "$OUT/$name.stderr.last" 2>/dev/null || true
-}
-
 # run_wrk NAME MODE SECONDS OUTFILE
 run_wrk() {
     local name=$1 mode=$2 secs=$3 outfile=$4
@@ -217,36 +168,11 @@ for round in $(seq "$ROUNDS"); do
             oafter=$(python3 "$BENCH/procstat.py" "$ORIGIN_PID")
             result=$(sed -n 's/^RESULT //p' "$raw")
             [[ -n $result ]] || { cat "$raw" >&2; die "no result from wrk for $name $mode"; }
-            line=$(python3 - "$name" "$mode" "$round" "$load" "$result" "$before" "$after" \
-                "$obefore" "$oafter" <<'EOF'
-import json, sys
-name, mode, rnd, load = sys.argv[1:5]
-res, b, a, ob, oa = (json.loads(x) for x in sys.argv[5:10])
-req = max(res["requests"], 1)
-rec = {
-    "target": name, "mode": mode, "round": int(rnd), "load1": float(load),
-    "rps": res["requests"] / (res["duration_us"] / 1e6),
-    "p50_us": res["p50_us"], "p99_us": res["p99_us"], "max_us": res["max_us"],
-    "requests": res["requests"],
-    "errors": {k[4:]: v for k, v in res.items() if k.startswith("err_") and v},
-    "origin_cpu_us_per_req": (oa["cpu_s"] - ob["cpu_s"]) * 1e6 / req,
-}
-if name != "direct":
-    rec["cpu_us_per_req"] = (a["cpu_s"] - b["cpu_s"]) * 1e6 / req
-    rec["hwm_kib"] = a["hwm_kib"]
-    rec["procs"] = a["procs"]
-    rec["threads"] = a["threads"]
-print(json.dumps(rec))
-EOF
-            )
+            line=$(python3 "$BENCH/wrk-record.py" "$name" "$mode" "$round" "$load" "$result" \
+                "$before" "$after" "$obefore" "$oafter")
             echo "$line" >>"$RUNS"
             stop_target "$name"
-            log "[$n/$total] round $round $mode $name: $(python3 -c '
-import json,sys; r=json.loads(sys.argv[1])
-s="%.0f req/s p50 %d us p99 %d us" % (r["rps"], r["p50_us"], r["p99_us"])
-if "cpu_us_per_req" in r: s += " cpu %.1f us/req rss %.1f MiB" % (r["cpu_us_per_req"], r["hwm_kib"]/1024)
-if r["errors"]: s += " errors %s" % r["errors"]
-print(s)' "$line") (load $load)"
+            log "[$n/$total] round $round $mode $name: $(python3 "$BENCH/benchlib.py" progress "$line") (load $load)"
         done
     done
 done

@@ -23,11 +23,8 @@ ORIGIN_PORT=${ORIGIN_PORT:-18080}
 BUILD=${BUILD:-1}
 TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 
-log() { printf '[%(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
-
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
+# shellcheck source=bench/common.sh
+source "$ROOT/bench/common.sh"
 
 if [[ $BUILD == 1 ]]; then
     log "building robots-guard and the soak driver (release)"
@@ -36,14 +33,7 @@ if [[ $BUILD == 1 ]]; then
 fi
 
 WORK=$(mktemp -d /tmp/rg-soak.XXXXXX)
-PROXY_PID=
-cleanup() {
-    if [[ -n $PROXY_PID ]] && kill -0 "$PROXY_PID" 2>/dev/null; then
-        kill "$PROXY_PID" 2>/dev/null || true
-        wait "$PROXY_PID" 2>/dev/null || true
-    fi
-    rm -rf "$WORK"
-}
+PIDS=()
 trap cleanup EXIT
 
 # Copies, so a concurrent build in the same target dir cannot swap them mid-run.
@@ -54,11 +44,11 @@ ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 
 PORT=${PORT:-$(free_port)}
 ADMIN_PORT=$(free_port)
-sed -e "s|@PORT@|$PORT|" -e "s|@ADMIN_PORT@|$ADMIN_PORT|" -e "s|@DIR@|$WORK|" \
-    "$ROOT/bench/soak.toml" > "$WORK/config.toml"
+fill "$ROOT/bench/soak.toml" "$WORK/config.toml" PORT="$PORT" ADMIN_PORT="$ADMIN_PORT" DIR="$WORK"
 
 "$WORK/robots-guard" serve --config "$WORK/config.toml" 2> "$WORK/proxy.log" &
 PROXY_PID=$!
+PIDS+=("$PROXY_PID")
 for _ in $(seq 100); do
     curl -fs "http://127.0.0.1:$ADMIN_PORT/healthz" >/dev/null 2>&1 && break
     sleep 0.1

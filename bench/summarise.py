@@ -7,10 +7,10 @@ Reads runs.jsonl (one line per measured run) and meta.txt; prints per connection
 table of medians over the rounds (requests/s, p50, p99, proxy CPU per request) and the
 largest peak RSS seen, with ratios to direct and to the best peer, then the goal checks.
 """
-import json
-import statistics
 import sys
 from pathlib import Path
+
+from benchlib import Goals, fmt_us, print_header, read_jsonl, summarise
 
 PEERS = ["squid", "tinyproxy", "privoxy"]
 ORDER = ["direct", "robots-guard", "robots-guard-info"] + PEERS
@@ -25,41 +25,14 @@ LABEL = {
 MODE_LABEL = {"keepalive": "keep-alive", "close": "new connection per request"}
 
 
-def med(values):
-    return statistics.median(values) if values else None
-
-
-def summarise(runs):
-    """{(target, mode): stats}"""
-    groups = {}
-    for r in runs:
-        groups.setdefault((r["target"], r["mode"]), []).append(r)
-    out = {}
-    for key, rs in groups.items():
-        rps = [r["rps"] for r in rs]
-        s = {
-            "n": len(rs),
-            "rps": med(rps),
-            "rps_spread": (max(rps) - min(rps)) / med(rps) if med(rps) else 0,
-            "p50_us": med([r["p50_us"] for r in rs]),
-            "p99_us": med([r["p99_us"] for r in rs]),
-            "origin_cpu": med([r["origin_cpu_us_per_req"] for r in rs]),
-            # wrk counts a "read error" when a server closes a connection it did not
-            # announce as closing (tinyproxy does that after every response); the
-            # response was complete, so these are reconnects, not failed requests.
-            "reconnects": sum(r["errors"].get("read", 0) for r in rs),
-            "errors": sum(v for r in rs for k, v in r["errors"].items() if k != "read"),
-            "requests": sum(r["requests"] for r in rs),
-        }
-        if "cpu_us_per_req" in rs[0]:
-            s["cpu"] = med([r["cpu_us_per_req"] for r in rs])
-            s["hwm_mib"] = max(r["hwm_kib"] for r in rs) / 1024
-        out[key] = s
-    return out
-
-
-def fmt_us(us):
-    return f"{us / 1000:.2f} ms" if us >= 1000 else f"{us:.0f} µs"
+def counts(rs):
+    # wrk counts a "read error" when a server closes a connection it did not announce as
+    # closing (tinyproxy does that after every response); the response was complete, so
+    # these are reconnects, not failed requests.
+    return {
+        "reconnects": sum(r["errors"].get("read", 0) for r in rs),
+        "errors": sum(v for r in rs for k, v in r["errors"].items() if k != "read"),
+    }
 
 
 def table(stats, mode):
@@ -108,10 +81,8 @@ def table(stats, mode):
 
 def goals(stats):
     rg = lambda m: stats.get(("robots-guard", m))
-    out = []
-
-    def check(ok, text):
-        out.append(f"- {'MET' if ok else 'MISSED'}: {text}")
+    out = Goals()
+    check = out.check
 
     ka, pv = rg("keepalive"), stats.get(("privoxy", "keepalive"))
     if ka and pv:
@@ -143,22 +114,15 @@ def goals(stats):
     hwm = [rg(m)["hwm_mib"] for m in ("keepalive", "close") if rg(m)]
     if hwm:
         check(max(hwm) < 20, f"peak RSS under load < 20 MiB: {max(hwm):.1f} MiB")
-    return "\n".join(out)
+    return str(out)
 
 
 def main():
     d = Path(sys.argv[1])
-    runs = [json.loads(l) for l in (d / "runs.jsonl").read_text().splitlines() if l.strip()]
-    stats = summarise(runs)
+    runs = read_jsonl(d / "runs.jsonl")
+    stats = summarise(runs, counts)
     modes = [m for m in ("keepalive", "close") if any(k[1] == m for k in stats)]
-    meta = (d / "meta.txt").read_text().strip() if (d / "meta.txt").exists() else ""
-    loads = [r["load1"] for r in runs]
-    print("```")
-    print(meta)
-    print(f"1-min load average at run starts: min {min(loads):.2f}, median "
-          f"{statistics.median(loads):.2f}, max {max(loads):.2f}")
-    print("```")
-    print()
+    print_header(d, runs)
     for m in modes:
         print(table(stats, m))
         print()
