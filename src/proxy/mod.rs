@@ -18,7 +18,7 @@ macro_rules! serve_until_drained {
         tokio::pin!(connection);
         tokio::select! {
             result = connection.as_mut() => Some(result),
-            () = scope.draining() => {
+            () = $crate::proxy::woken::PolledWhenWoken::new(scope.draining()) => {
                 connection.as_mut().graceful_shutdown();
                 tokio::select! {
                     result = connection.as_mut() => Some(result),
@@ -37,6 +37,7 @@ pub mod response;
 mod service;
 mod state;
 mod upgrade;
+mod woken;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -101,9 +102,8 @@ enum Phase {
 /// What a CONNECT hands to the task that outlives it (the tunnel or the
 /// interception): the connection's slot, so draining waits for the task and
 /// the connection cap counts it; the server's phase, so it can wind down;
-/// and the live state, so intercepted requests see reloads. It travels in
-/// the request's extensions, as hyper's own upgrade does, because the task
-/// is spawned deep inside the CONNECT handling.
+/// and the live state, so intercepted requests see reloads. The listener
+/// hands it to the CONNECT handling with the request.
 #[derive(Clone)]
 pub(crate) struct ConnectionScope {
     _slot: Arc<OwnedSemaphorePermit>,
