@@ -50,19 +50,14 @@ fn is_token_byte(b: u8) -> bool {
 /// global `*` group in practice. A configured `robot_name` overrides all of
 /// this; that choice belongs to the caller.
 pub fn product_token(user_agent: &str) -> &str {
-    let name = compatible_product(user_agent).unwrap_or_else(|| first_product(user_agent));
+    // The first product's name ends at `/`, `(` or whitespace, none of
+    // which is a token byte: cutting the trimmed header to its token run
+    // gives the same name without a search of its own.
+    let name = compatible_product(user_agent).unwrap_or_else(|| user_agent.trim_start());
     let token = robots_value_token(name.as_bytes());
     // The token is a run of ASCII bytes at the start of `name`, so this slice
     // is on a char boundary.
     &name[..token.len()]
-}
-
-fn first_product(user_agent: &str) -> &str {
-    let trimmed = user_agent.trim_start();
-    let end = trimmed
-        .find(|c: char| c == '/' || c == '(' || c.is_whitespace())
-        .unwrap_or(trimmed.len());
-    &trimmed[..end]
 }
 
 fn compatible_product(user_agent: &str) -> Option<&str> {
