@@ -162,12 +162,11 @@ fn split_authority(authority: &str) -> (&str, &str) {
         Some(at) => &authority[at + 1..],
         None => authority,
     };
+    let bytes = host_port.as_bytes();
     let end = if host_port.starts_with('[') {
-        host_port
-            .find(']')
-            .map_or(host_port.len(), |close| close + 1)
+        memchr::memchr(b']', bytes).map_or(bytes.len(), |close| close + 1)
     } else {
-        host_port.find(':').unwrap_or(host_port.len())
+        memchr::memchr(b':', bytes).unwrap_or(bytes.len())
     };
     host_port.split_at(end)
 }
@@ -191,12 +190,19 @@ fn port(after_host: &str) -> Result<Option<u16>, OriginError> {
 /// dotted digits, so they pass as they are; IPv6 literals come bracketed
 /// and are checked apart.
 fn valid_host(host: &str) -> bool {
+    // One pass. A dot stands before the first byte, so a leading dot is an
+    // empty label like `..`; a substring search for `..` cost more than the
+    // rest of the origin's parsing.
+    let mut previous = b'.';
     host.len() <= 253
-        && host
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.' || b == b'_')
-        && !host.starts_with('.')
-        && !host.contains("..")
+        && host.bytes().all(|b| {
+            let allowed = b.is_ascii_alphanumeric()
+                || b == b'-'
+                || b == b'_'
+                || (b == b'.' && previous != b'.');
+            previous = b;
+            allowed
+        })
 }
 
 #[cfg(test)]
@@ -238,6 +244,16 @@ mod tests {
             Err(OriginError::UnsupportedScheme("ftp".into()))
         );
         assert!(origin("http://exa$mple.com/").is_err());
+        for bad in ["http://.example.com/", "http://example..com/", "http://../"] {
+            assert!(
+                matches!(origin(bad), Err(OriginError::InvalidHost(_))),
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            origin("http://example.com./").map(|o| o.host),
+            Ok("example.com.".to_string())
+        );
     }
 
     #[test]
