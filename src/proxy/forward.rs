@@ -153,15 +153,22 @@ impl Via {
     /// Appends this proxy to `Via` (RFC 9110 §7.6.3).
     pub fn append(&self, headers: &mut HeaderMap, version: Version) {
         let entry = self.entry(version);
-        let joined = match headers.get(header::VIA).and_then(|v| v.to_str().ok()) {
-            None => {
-                headers.insert(header::VIA, entry.clone());
+        // One lookup: `entry` hashes the name once for both cases.
+        let mut existing = match headers.entry(header::VIA) {
+            header::Entry::Vacant(vacant) => {
+                vacant.insert(entry.clone());
                 return;
             }
-            Some(existing) => format!("{existing}, {}", entry.to_str().unwrap_or_default()),
+            header::Entry::Occupied(existing) => existing,
         };
+        let Ok(written) = existing.get().to_str() else {
+            // Not text: replaced, as before, by this proxy's entry alone.
+            existing.insert(entry.clone());
+            return;
+        };
+        let joined = format!("{written}, {}", entry.to_str().unwrap_or_default());
         if let Ok(value) = HeaderValue::from_str(&joined) {
-            headers.insert(header::VIA, value);
+            existing.insert(value);
         }
     }
 
