@@ -20,6 +20,7 @@
 //! labels (one series per visited host would grow without end); they go to
 //! the status page's bounded per-host map and denial ring instead.
 
+use crate::FastHash;
 use std::collections::VecDeque;
 use std::fmt::{self, Write as _};
 use std::net::SocketAddr;
@@ -264,7 +265,7 @@ pub struct Metrics {
 }
 
 struct Activity {
-    hosts: LruCache<String, HostActivity>,
+    hosts: LruCache<String, HostActivity, FastHash>,
     denials: VecDeque<Denial>,
 }
 
@@ -333,7 +334,10 @@ impl Metrics {
             connections,
             totals: Default::default(),
             activity: Mutex::new(Activity {
-                hosts: LruCache::new(NonZeroUsize::new(HOST_CAPACITY).unwrap_or(NonZeroUsize::MIN)),
+                hosts: LruCache::with_hasher(
+                    NonZeroUsize::new(HOST_CAPACITY).unwrap_or(NonZeroUsize::MIN),
+                    FastHash::default(),
+                ),
                 denials: VecDeque::with_capacity(DENIAL_CAPACITY),
             }),
             started: Instant::now(),
@@ -379,13 +383,12 @@ impl Metrics {
                     .or_else(|| header(LINE).and_then(|l| l.parse().ok())),
             }
         });
-        let host = r
-            .host
-            .map(str::to_owned)
-            .or_else(|| request_host(r.method, r.url));
+        // The pipeline's host is borrowed: a known host costs no copy.
+        let parsed = r.host.is_none().then(|| request_host(r.method, r.url));
+        let host = r.host.or(parsed.as_ref().and_then(|h| h.as_deref()));
         let mut activity = self.lock();
         if let Some(host) = host {
-            let entry = activity.hosts.get_or_insert_mut(host, || HostActivity {
+            let entry = activity.hosts.get_or_insert_mut_ref(host, || HostActivity {
                 allowed: 0,
                 denied: 0,
                 throttled: 0,

@@ -40,6 +40,7 @@
 //! growing the map; that takes `max_hosts` requests in flight or waiting at once, which the
 //! connection limit is meant to prevent.
 
+use crate::FastHash;
 use std::collections::VecDeque;
 use std::fmt;
 use std::num::NonZeroUsize;
@@ -110,7 +111,7 @@ struct Inner {
 }
 
 struct State {
-    hosts: LruCache<Arc<str>, HostState>,
+    hosts: LruCache<Arc<str>, HostState, FastHash>,
     next_waiter_id: u64,
     next_sweep: Instant,
 }
@@ -194,7 +195,7 @@ impl Pacer {
             inner: Arc::new(Inner {
                 settings,
                 state: Mutex::new(State {
-                    hosts: LruCache::unbounded(),
+                    hosts: LruCache::unbounded_with_hasher(FastHash::default()),
                     next_waiter_id: 0,
                     next_sweep,
                 }),

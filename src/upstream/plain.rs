@@ -25,7 +25,7 @@
 //!   only while the pool holds any; at most [`MAX_IDLE_PER_ORIGIN`] wait per
 //!   origin, so memory stays bounded however many origins are visited.
 
-use std::collections::HashMap;
+use crate::FastHash;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::task::{Context, Poll};
@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::{HeaderMap, HeaderValue, HOST};
-use http::uri::{Authority, Uri};
+use http::uri::Uri;
 use http::{Method, Request, Response};
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
@@ -90,38 +90,22 @@ struct Shared {
 struct Idle {
     /// Oldest first: a request takes from the back, so the connections used
     /// least lately age out.
-    by_origin: HashMap<PoolKey, Vec<IdleConnection>>,
+    /// hashbrown's map for `get_key_value_mut`: a checkout takes the key
+    /// along with the list.
+    by_origin: hashbrown::HashMap<PoolKey, Vec<IdleConnection>, FastHash>,
     /// A sweeping task is running (or about to): see [`reap`].
     reaping: bool,
 }
 
-/// The authority a connection goes to, compared and hashed as written.
+/// The authority a connection goes to, compared and hashed as written
+/// (two spellings of one host merely get separate lists).
 ///
-/// `Authority`'s own `Hash` lowercases and feeds the hasher a byte at a time,
-/// which costs a few hundred instructions per lookup; two spellings of one
-/// host here merely get separate lists.
-#[derive(Clone)]
-struct PoolKey(Authority);
-
-impl PartialEq for PoolKey {
-    fn eq(&self, other: &PoolKey) -> bool {
-        self.0.as_str() == other.0.as_str()
-    }
-}
-
-impl Eq for PoolKey {}
-
-impl std::hash::Hash for PoolKey {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.0.as_str().hash(state);
-    }
-}
-
-impl std::fmt::Display for PoolKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
-    }
-}
+/// Its own copy, shared between the map and the connections out on loan:
+/// a key cut from a request's URI (`Authority`, a slice of hyper's read
+/// buffer) would keep that request's whole read buffer alive for as long
+/// as the map holds the key, and freeing it on each check-in cost a few
+/// hundred instructions per request.
+type PoolKey = Arc<str>;
 
 struct IdleConnection {
     sender: SendRequest<ProxyBody>,
@@ -153,9 +137,9 @@ impl PlainPool {
         &self,
         mut request: Request<ProxyBody>,
     ) -> Result<Response<PooledBody>, PlainError> {
-        let Some(authority) = request.uri().authority().cloned().map(PoolKey) else {
+        if request.uri().authority().is_none() {
             return Err(PlainError::NoAuthority(request.uri().clone()));
-        };
+        }
         let origin_form = origin_form(request.uri());
         let target = std::mem::replace(request.uri_mut(), origin_form);
         if !request.headers().contains_key(HOST) {
@@ -163,7 +147,12 @@ impl PlainPool {
                 request.headers_mut().insert(HOST, host);
             }
         }
-        while let Some((mut sender, idle_since)) = self.checkout(&authority) {
+        let written = target.authority().map_or("", |a| a.as_str());
+        let authority = loop {
+            let (authority, idle) = self.checkout(written);
+            let Some((mut sender, idle_since)) = idle else {
+                break authority;
+            };
             let replay = if idle_since.elapsed() >= STALE_RISK {
                 Replay::of(&request)
             } else {
@@ -185,7 +174,7 @@ impl PlainPool {
                     (None, _) => return Err(PlainError::Exchange(failed.into_error())),
                 },
             }
-        }
+        };
         // Boxed: opening a connection is the rare path, and its future
         // (connector, handshake) would otherwise make every request's
         // future, which hyper moves into place, about 0.9 KiB larger.
@@ -197,24 +186,28 @@ impl PlainPool {
         Ok(self.hand_back_after(response, authority, sender))
     }
 
-    /// The newest idle connection to `authority` that can take a request
+    /// The pool's key for `authority` (the map's own, when it has a list),
+    /// and the newest idle connection to it that can take a request
     /// now, and since when it has been idle. Closed ones found on the way are
     /// dropped; busy ones (still sending an earlier request's body) stay.
-    fn checkout(&self, authority: &PoolKey) -> Option<(SendRequest<ProxyBody>, Instant)> {
+    fn checkout(&self, authority: &str) -> (PoolKey, Option<(SendRequest<ProxyBody>, Instant)>) {
         let mut idle = self.shared.lock();
-        let list = idle.by_origin.get_mut(authority)?;
+        let Some((key, list)) = idle.by_origin.get_key_value_mut(authority) else {
+            return (PoolKey::from(authority), None);
+        };
+        let key = key.clone();
         let mut i = list.len();
         while i > 0 {
             i -= 1;
             if list[i].sender.is_ready() {
                 let IdleConnection { sender, since } = list.remove(i);
-                return Some((sender, since));
+                return (key, Some((sender, since)));
             }
             if list[i].sender.is_closed() {
                 list.remove(i);
             }
         }
-        None
+        (key, None)
     }
 
     /// Opens a connection to the origin of `target` and starts driving it.
@@ -257,11 +250,10 @@ impl PlainPool {
     /// Idle connections held for `authority` (open or not yet swept).
     #[cfg(test)]
     fn idle_count(&self, authority: &str) -> usize {
-        let authority = PoolKey(authority.parse().expect("valid authority"));
         self.shared
             .lock()
             .by_origin
-            .get(&authority)
+            .get(authority)
             .map_or(0, Vec::len)
     }
 }
