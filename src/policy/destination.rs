@@ -185,8 +185,9 @@ impl DestinationPolicy {
     /// [`resolve`](DestinationPolicy::resolve) allows, in the resolver's
     /// order, within `timeout` overall (the lookup included, as the socket
     /// layer's own lookup was: a slow resolver must not hold a client past
-    /// it). The addresses are tried one after another, so an address that
-    /// never answers uses up the time of those after it. Resolving once and connecting to
+    /// it). The addresses are raced RFC 8305 style ([`super::eyeballs`]), so
+    /// one that never answers does not use up the time of the others.
+    /// Resolving once and connecting to
     /// exactly that answer is the point: letting the socket layer look the
     /// name up again would reach whatever a second answer says, denied or
     /// not (a name with mixed addresses, or DNS rebinding).
@@ -202,18 +203,13 @@ impl DestinationPolicy {
     ) -> Result<tokio::net::TcpStream, ConnectError> {
         let attempts = async {
             let addresses = self.resolve(host).await?;
-            let mut last = None;
-            for ip in addresses.iter() {
-                match tokio::net::TcpStream::connect(SocketAddr::new(*ip, port)).await {
-                    Ok(stream) => return Ok(stream),
-                    Err(error) => last = Some(error),
-                }
-            }
-            Err(ConnectError::Io {
-                host: host.to_string(),
-                port,
-                error: last.unwrap_or_else(|| std::io::ErrorKind::NotFound.into()),
-            })
+            super::eyeballs::connect_first(&addresses, port)
+                .await
+                .map_err(|error| ConnectError::Io {
+                    host: host.to_string(),
+                    port,
+                    error,
+                })
         };
         match tokio::time::timeout(timeout, attempts).await {
             Ok(result) => result,

@@ -6,6 +6,7 @@
 
 pub mod auth;
 pub mod destination;
+pub mod eyeballs;
 pub mod identity;
 pub mod rate;
 
