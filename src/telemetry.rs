@@ -63,7 +63,11 @@ pub fn init(log: &LogConfig) -> Result<TelemetryGuard, TelemetryError> {
                 _writer: writer_guard,
             })
         }
-        AccessLog::Stderr => Box::new(std::io::stderr()),
+        // Its writer thread also writes what has queued, then flushes.
+        AccessLog::Stderr => Box::new(std::io::BufWriter::with_capacity(
+            STDERR_BATCH_BYTES,
+            std::io::stderr(),
+        )),
         AccessLog::File(path) => {
             let file = std::fs::OpenOptions::new()
                 .create(true)
@@ -111,6 +115,9 @@ pub fn check(log: &LogConfig) -> Result<(), TelemetryError> {
     Ok(())
 }
 
+/// The most log text the writer thread gathers before a `write` to stderr.
+const STDERR_BATCH_BYTES: usize = 64 * 1024;
+
 /// Log lines go to stderr through a writer thread, so a request never
 /// waits on a `write` to stderr (one per request at `info`). Under a flood
 /// the queue drops lines rather than slowing the proxy (tracing-appender's
@@ -120,7 +127,11 @@ fn init_tracing(log: &LogConfig) -> Option<tracing_appender::non_blocking::Worke
         .or_else(|_| EnvFilter::try_new(&log.level))
         .unwrap_or_else(|_| EnvFilter::new("info"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let (writer, guard) = tracing_appender::non_blocking(std::io::stderr());
+    // Buffered behind the writer thread: it writes whatever has queued up,
+    // then flushes, so under load many lines go out in one `write` instead
+    // of one each, and a quiet proxy's lines still appear at once.
+    let stderr = std::io::BufWriter::with_capacity(STDERR_BATCH_BYTES, std::io::stderr());
+    let (writer, guard) = tracing_appender::non_blocking(stderr);
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_target(false)
