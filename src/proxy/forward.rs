@@ -161,14 +161,24 @@ impl Via {
             }
             header::Entry::Occupied(existing) => existing,
         };
-        let Ok(written) = existing.get().to_str() else {
-            // Not text: replaced, as before, by this proxy's entry alone.
-            existing.insert(entry.clone());
+        // Every earlier field line counts (RFC 9110 §5.3): they are joined
+        // with this proxy's entry into one. A line that is not text is left
+        // as it is, and the entry goes on a line of its own after it.
+        if !existing.iter().all(|line| line.to_str().is_ok()) {
+            existing.append(entry.clone());
             return;
-        };
-        let joined = format!("{written}, {}", entry.to_str().unwrap_or_default());
-        if let Ok(value) = HeaderValue::from_str(&joined) {
-            existing.insert(value);
+        }
+        let mut joined = String::new();
+        for line in existing.iter().filter_map(|line| line.to_str().ok()) {
+            joined.push_str(line);
+            joined.push_str(", ");
+        }
+        joined.push_str(entry.to_str().unwrap_or_default());
+        match HeaderValue::from_str(&joined) {
+            Ok(value) => {
+                existing.insert(value);
+            }
+            Err(_) => existing.append(entry.clone()),
         }
     }
 
@@ -433,5 +443,36 @@ mod tests {
         let mut fresh = HeaderMap::new();
         via.append(&mut fresh, Version::HTTP_2);
         assert_eq!(fresh[header::VIA], "2 robots-guard-abc");
+    }
+
+    #[test]
+    fn via_keeps_every_earlier_line() {
+        let via = Via::new("robots-guard-abc");
+        let mut h = HeaderMap::new();
+        h.append(header::VIA, HeaderValue::from_static("1.0 fred"));
+        h.append(header::VIA, HeaderValue::from_static("1.1 nowhere.example"));
+        via.append(&mut h, Version::HTTP_11);
+        let lines: Vec<_> = h.get_all(header::VIA).iter().collect();
+        assert_eq!(
+            lines,
+            ["1.0 fred, 1.1 nowhere.example, 1.1 robots-guard-abc"]
+        );
+
+        // A line that is not text stays as it was; the entry follows it.
+        let odd = HeaderValue::from_bytes(b"1.1 caf\xe9").expect("obs-text is a valid value");
+        let mut h = HeaderMap::new();
+        h.append(header::VIA, odd.clone());
+        h.append(header::VIA, HeaderValue::from_static("1.0 fred"));
+        via.append(&mut h, Version::HTTP_11);
+        let lines: Vec<_> = h.get_all(header::VIA).iter().cloned().collect();
+        assert_eq!(
+            lines,
+            [
+                odd,
+                HeaderValue::from_static("1.0 fred"),
+                HeaderValue::from_static("1.1 robots-guard-abc")
+            ]
+        );
+        assert!(via.names(&h));
     }
 }
