@@ -142,8 +142,11 @@ impl Origin {
 
     /// The key pacing uses: politeness protects the machine, so it is the
     /// host alone, whatever the scheme and port (DESIGN.md §4).
+    /// A fully qualified name's trailing dot is left out here: `example.com.`
+    /// is the same machine as `example.com` (the origins stay apart, as URLs
+    /// keep them), and a client must not double its rate by switching.
     pub fn pacing_key(&self) -> &str {
-        &self.host
+        self.host.strip_suffix('.').unwrap_or(&self.host)
     }
 }
 
@@ -250,9 +253,11 @@ mod tests {
                 "{bad}"
             );
         }
+        let dotted = origin("http://Example.com./").expect("a trailing dot is allowed");
+        assert_eq!(dotted.host, "example.com.");
         assert_eq!(
-            origin("http://example.com./").map(|o| o.host),
-            Ok("example.com.".to_string())
+            dotted.pacing_key(),
+            origin("http://example.com/").expect("origin").pacing_key()
         );
     }
 
