@@ -6,8 +6,10 @@
 /// std's SipHash cost a few hundred instructions per lookup there; foldhash
 /// is several times cheaper. It is only "minimally DoS-resistant" (seeded
 /// per process and per map): the keys come from clients the proxy already
-/// admits (`allow_clients`), and each of these maps is bounded, so the
-/// worst a crafted set of hosts can do is slow its own lookups.
+/// admits (`allow_clients`), and each of these maps is bounded in size
+/// (the caches, the status hosts) or in time (the pacer forgets idle hosts,
+/// the pool's reaper sweeps idle lists), so the worst a crafted set of
+/// hosts can do is slow lookups for a while.
 pub(crate) type FastHash = foldhash::fast::RandomState;
 
 pub mod admin;
