@@ -3,6 +3,7 @@
 //! fetched from).
 
 use std::fmt;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use http::uri::{Authority, Scheme as UriScheme, Uri};
 
@@ -100,17 +101,29 @@ impl Origin {
         if host.is_empty() {
             return Err(OriginError::NoHost);
         }
-        // RFC 3986 §3.2.2: brackets hold an IP-literal, never a name.
-        let valid = match bracketed {
-            Some(inner) => inner.parse::<std::net::Ipv6Addr>().is_ok(),
-            None => valid_host(host),
+        let invalid = || OriginError::InvalidHost(written.to_string());
+        // One spelling per address, so that robots.txt, pacing and the loop
+        // check see `127.1`, `0x7f.0.0.1` and `127.0.0.1` (or `[0:0::1]` and
+        // `[::1]`) as the one host they are.
+        let host = match bracketed {
+            // RFC 3986 §3.2.2: brackets hold an IP-literal, never a name.
+            Some(inner) => inner
+                .parse::<Ipv6Addr>()
+                .map_err(|_| invalid())?
+                .to_string(),
+            None if !valid_host(host) => return Err(invalid()),
+            None => match numeric_host(host) {
+                Numeric::Name => host.to_ascii_lowercase(),
+                Numeric::Address {
+                    canonical: true, ..
+                } => host.to_string(),
+                Numeric::Address { ip, .. } => ip.to_string(),
+                Numeric::Invalid => return Err(invalid()),
+            },
         };
-        if !valid {
-            return Err(OriginError::InvalidHost(written.to_string()));
-        }
         Ok(Origin {
             scheme,
-            host: host.to_ascii_lowercase(),
+            host,
             port: port(after_host)?.unwrap_or(scheme.default_port()),
         })
     }
@@ -206,6 +219,96 @@ fn valid_host(host: &str) -> bool {
             previous = b;
             allowed
         })
+}
+
+/// What a host that passed [`valid_host`] is, by the WHATWG URL
+/// standard's IPv4 rule: a host whose last label is a number is an IPv4
+/// address, in one to four parts, each decimal, octal (a leading `0`) or
+/// hex (`0x`). Browsers and `inet_aton` read `127.1` and `2130706433` as
+/// `127.0.0.1`, and so does the resolver the proxy connects through.
+enum Numeric {
+    /// A DNS name.
+    Name,
+    /// An IPv4 address; `canonical` when written as four plain decimal
+    /// parts (then the text is kept as it is).
+    Address { ip: Ipv4Addr, canonical: bool },
+    /// Ends in a number but is no address (`1.2.3.4.5`, `256.1.1.1`,
+    /// `example.123`).
+    Invalid,
+}
+
+fn numeric_host(host: &str) -> Numeric {
+    // One trailing dot is allowed, as in a fully qualified name.
+    let trimmed = host.strip_suffix('.').unwrap_or(host);
+    let last = trimmed.rsplit('.').next().unwrap_or(trimmed);
+    if !looks_numeric(last) {
+        return Numeric::Name;
+    }
+    let mut parts = [0u64; 4];
+    let mut count = 0;
+    let mut canonical = trimmed.len() == host.len();
+    for part in trimmed.split('.') {
+        let (Some(slot), Some((value, plain))) = (parts.get_mut(count), number_part(part)) else {
+            return Numeric::Invalid;
+        };
+        *slot = value;
+        canonical &= plain;
+        count += 1;
+    }
+    canonical &= count == 4;
+    let Some((last, leading)) = parts[..count].split_last() else {
+        return Numeric::Invalid;
+    };
+    // The last part fills the bytes the others leave: 127.1 is 127.0.0.1.
+    let last_bytes = 4 - leading.len() as u32;
+    if leading.iter().any(|part| *part > 255) || *last >= 1u64 << (8 * last_bytes) {
+        return Numeric::Invalid;
+    }
+    let mut address = *last;
+    for (i, part) in leading.iter().enumerate() {
+        address |= part << (8 * (3 - i));
+    }
+    match u32::try_from(address) {
+        Ok(bits) => Numeric::Address {
+            ip: Ipv4Addr::from(bits),
+            canonical,
+        },
+        Err(_) => Numeric::Invalid,
+    }
+}
+
+/// Digits only, or `0x` and hex digits: a number, whether or not its value
+/// fits (an overflowing last label makes the host invalid, not a name).
+fn looks_numeric(label: &str) -> bool {
+    match label.as_bytes() {
+        [] => false,
+        [b'0', b'x' | b'X', hex @ ..] => hex.iter().all(u8::is_ascii_hexdigit),
+        digits => digits.iter().all(u8::is_ascii_digit),
+    }
+}
+
+/// A part of a numeric host: its value, and whether it is plain decimal
+/// (no leading zero, no `0x`). `None` when it is not a number.
+fn number_part(part: &str) -> Option<(u64, bool)> {
+    let (digits, radix, plain) = match part.as_bytes() {
+        [] => return None,
+        [b'0', b'x' | b'X', ..] => (&part[2..], 16, false),
+        [b'0', _, ..] => (&part[1..], 8, false),
+        _ => (part, 10, true),
+    };
+    if !digits
+        .bytes()
+        .all(|b| b.is_ascii_digit() || (radix == 16 && b.is_ascii_hexdigit()))
+    {
+        return None;
+    }
+    if digits.is_empty() {
+        // `0x` alone is zero.
+        return Some((0, plain));
+    }
+    u64::from_str_radix(digits, radix)
+        .ok()
+        .map(|value| (value, plain))
 }
 
 #[cfg(test)]
@@ -305,6 +408,48 @@ mod tests {
             let (host, rest) = split_authority(authority.as_str());
             assert_eq!(host, authority.host(), "{written}");
             assert_eq!(port(rest).ok().flatten(), authority.port_u16(), "{written}");
+        }
+    }
+
+    #[test]
+    fn numeric_hosts_get_one_spelling() {
+        for (written, host) in [
+            ("http://127.0.0.1/", "127.0.0.1"),
+            ("http://127.1/", "127.0.0.1"),
+            ("http://127.0.1/", "127.0.0.1"),
+            ("http://2130706433/", "127.0.0.1"),
+            ("http://0x7f.0.0.1/", "127.0.0.1"),
+            ("http://0X7F.1/", "127.0.0.1"),
+            ("http://0177.0.0.01/", "127.0.0.1"),
+            ("http://127.0.0.1./", "127.0.0.1"),
+            ("http://0x/", "0.0.0.0"),
+            ("http://10.0.0.255/", "10.0.0.255"),
+            ("http://[0:0::1]/", "::1"),
+            ("http://[::FFFF:7F00:1]/", "::ffff:127.0.0.1"),
+            ("http://123.example/", "123.example"),
+            ("http://0x.example/", "0x.example"),
+        ] {
+            assert_eq!(
+                origin(written).map(|o| o.host),
+                Ok(host.to_string()),
+                "{written}"
+            );
+        }
+        for written in [
+            "http://1.2.3.4.5/",
+            "http://256.0.0.1/",
+            "http://1.16777216/",
+            "http://4294967296/",
+            "http://example.123/",
+            "http://08.0.0.1/",
+            "http://0xg.1/",
+            "http://99999999999999999999999/",
+        ] {
+            assert!(
+                matches!(origin(written), Err(OriginError::InvalidHost(_))),
+                "{written}: {:?}",
+                origin(written)
+            );
         }
     }
 

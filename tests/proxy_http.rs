@@ -470,6 +470,22 @@ async fn single_flight_one_robots_fetch_serves_a_hundred_clients() {
     assert_eq!(origin.hits("/robots.txt"), 1);
 }
 
+/// `127.1` and `2130706433` are `127.0.0.1` to every resolver: one origin,
+/// so one robots.txt and its rules, however the client spells the address.
+#[tokio::test]
+async fn every_spelling_of_an_address_is_one_origin() {
+    let origin = site(ROBOTS).await;
+    let proxy = TestProxy::start(config()).await;
+    let port = origin.port();
+    for host in ["127.0.0.1", "127.1", "2130706433", "0x7f.0.0.1"] {
+        let public = get(proxy.addr(), &format!("http://{host}:{port}/public")).await;
+        assert_status(&public, 200);
+        let private = get(proxy.addr(), &format!("http://{host}:{port}/private")).await;
+        assert_status(&private, 403);
+    }
+    assert_eq!(origin.hits("/robots.txt"), 1);
+}
+
 // --- 4. Pacing -------------------------------------------------------------------------
 
 /// Arrival times at `origin` of the requests whose path starts with `prefix`, with their
