@@ -238,16 +238,26 @@ enum Numeric {
 }
 
 fn numeric_host(host: &str) -> Numeric {
-    // One trailing dot is allowed, as in a fully qualified name.
-    let trimmed = host.strip_suffix('.').unwrap_or(host);
-    let last = trimmed.rsplit('.').next().unwrap_or(trimmed);
+    // One trailing dot is allowed, as in a fully qualified name. Bytes, not
+    // `str::split`: this runs for every request.
+    let trimmed = host.strip_suffix('.').unwrap_or(host).as_bytes();
+    // Most names end in a letter that no number has (`.com`): settled here.
+    // (`0x` alone is a number: zero.)
+    let could_end_a_number = |b: &u8| b.is_ascii_hexdigit() || b.eq_ignore_ascii_case(&b'x');
+    if !trimmed.last().is_some_and(could_end_a_number) {
+        return Numeric::Name;
+    }
+    let last = match trimmed.iter().rposition(|&b| b == b'.') {
+        Some(dot) => &trimmed[dot + 1..],
+        None => trimmed,
+    };
     if !looks_numeric(last) {
         return Numeric::Name;
     }
     let mut parts = [0u64; 4];
     let mut count = 0;
     let mut canonical = trimmed.len() == host.len();
-    for part in trimmed.split('.') {
+    for part in trimmed.split(|&b| b == b'.') {
         let (Some(slot), Some((value, plain))) = (parts.get_mut(count), number_part(part)) else {
             return Numeric::Invalid;
         };
@@ -279,8 +289,8 @@ fn numeric_host(host: &str) -> Numeric {
 
 /// Digits only, or `0x` and hex digits: a number, whether or not its value
 /// fits (an overflowing last label makes the host invalid, not a name).
-fn looks_numeric(label: &str) -> bool {
-    match label.as_bytes() {
+fn looks_numeric(label: &[u8]) -> bool {
+    match label {
         [] => false,
         [b'0', b'x' | b'X', hex @ ..] => hex.iter().all(u8::is_ascii_hexdigit),
         digits => digits.iter().all(u8::is_ascii_digit),
@@ -289,26 +299,28 @@ fn looks_numeric(label: &str) -> bool {
 
 /// A part of a numeric host: its value, and whether it is plain decimal
 /// (no leading zero, no `0x`). `None` when it is not a number.
-fn number_part(part: &str) -> Option<(u64, bool)> {
-    let (digits, radix, plain) = match part.as_bytes() {
+fn number_part(part: &[u8]) -> Option<(u64, bool)> {
+    let (digits, radix, plain) = match part {
         [] => return None,
-        [b'0', b'x' | b'X', ..] => (&part[2..], 16, false),
-        [b'0', _, ..] => (&part[1..], 8, false),
-        _ => (part, 10, true),
+        [b'0', b'x' | b'X', hex @ ..] => (hex, 16, false),
+        [b'0', octal @ ..] if !octal.is_empty() => (octal, 8, false),
+        decimal => (decimal, 10, true),
     };
-    if !digits
-        .bytes()
-        .all(|b| b.is_ascii_digit() || (radix == 16 && b.is_ascii_hexdigit()))
-    {
-        return None;
-    }
-    if digits.is_empty() {
-        // `0x` alone is zero.
-        return Some((0, plain));
-    }
-    u64::from_str_radix(digits, radix)
-        .ok()
-        .map(|value| (value, plain))
+    // `0x` alone is zero; too many digits for a u64 is no number.
+    digits.iter().try_fold((0u64, plain), |(value, plain), &b| {
+        let digit = if b.is_ascii_digit() {
+            u32::from(b - b'0')
+        } else {
+            char::from(b).to_digit(radix)?
+        };
+        if digit >= radix {
+            return None;
+        }
+        let value = value
+            .checked_mul(u64::from(radix))?
+            .checked_add(u64::from(digit))?;
+        Some((value, plain))
+    })
 }
 
 #[cfg(test)]
