@@ -115,8 +115,12 @@ pub fn check(log: &LogConfig) -> Result<(), TelemetryError> {
     Ok(())
 }
 
-/// The most log text the writer thread gathers before a `write` to stderr.
-const STDERR_BATCH_BYTES: usize = 64 * 1024;
+/// The most log text a writer thread gathers before a `write` to stderr:
+/// `PIPE_BUF` (4 KiB on Linux), so that each write to a pipe is atomic and
+/// the log's and the access log's threads (or other writers to the same
+/// pipe) cannot interleave inside a line. About 15 lines a write under
+/// load instead of one.
+const STDERR_BATCH_BYTES: usize = 4096;
 
 /// Log lines go to stderr through a writer thread, so a request never
 /// waits on a `write` to stderr (one per request at `info`). Under a flood
