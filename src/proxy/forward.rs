@@ -190,12 +190,18 @@ impl Via {
 
 /// Does a `Via` field already name this proxy? Then the request looped.
 pub fn via_names(headers: &HeaderMap, pseudonym: &str) -> bool {
+    // Bytes, not text: a line another hop folded obs-text into still counts.
     headers
         .get_all(header::VIA)
         .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|entry| entry.split_whitespace().nth(1) == Some(pseudonym))
+        .flat_map(|v| v.as_bytes().split(|&b| b == b','))
+        .any(|entry| {
+            entry
+                .split(u8::is_ascii_whitespace)
+                .filter(|word| !word.is_empty())
+                .nth(1)
+                == Some(pseudonym.as_bytes())
+        })
 }
 
 /// Why forwarding failed.
@@ -474,5 +480,14 @@ mod tests {
             ]
         );
         assert!(via.names(&h));
+
+        // This proxy's entry folded by a later hop into a line with obs-text.
+        let mut folded = HeaderMap::new();
+        folded.insert(
+            header::VIA,
+            HeaderValue::from_bytes(b"1.1 caf\xe9,1.1  robots-guard-abc (x)").expect("value"),
+        );
+        assert!(via.names(&folded));
+        assert!(!via_names(&folded, "robots-guard-abd"));
     }
 }
