@@ -519,8 +519,9 @@ impl Drop for OpenConnection {
     }
 }
 
-/// The host a logged request went to, normalised as the pacer keys it:
-/// from an absolute URL, or from a CONNECT's `host:port`.
+/// The host a logged request went to, as its origin holds it (one spelling
+/// per address; the status page groups rows by it): from an absolute URL,
+/// or from a CONNECT's `host:port`.
 fn request_host(method: &str, uri: &Uri) -> Option<String> {
     let origin = if method == "CONNECT" {
         Origin::from_authority(Scheme::Https, uri.authority()?).ok()?

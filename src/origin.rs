@@ -3,7 +3,7 @@
 //! fetched from).
 
 use std::fmt;
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use http::uri::{Authority, Scheme as UriScheme, Uri};
 
@@ -107,9 +107,9 @@ impl Origin {
         // `[::1]`) as the one host they are.
         let host = match bracketed {
             // RFC 3986 §3.2.2: brackets hold an IP-literal, never a name.
-            Some(inner) => inner
-                .parse::<Ipv6Addr>()
-                .map_err(|_| invalid())?
+            // An IPv4-mapped address is that IPv4 address.
+            Some(inner) => IpAddr::V6(inner.parse::<Ipv6Addr>().map_err(|_| invalid())?)
+                .to_canonical()
                 .to_string(),
             None if !valid_host(host) => return Err(invalid()),
             None => match numeric_host(host) {
@@ -126,6 +126,27 @@ impl Origin {
             host,
             port: port(after_host)?.unwrap_or(scheme.default_port()),
         })
+    }
+
+    /// `authority` with this origin's host in it, when the two name the same
+    /// address differently (`127.1`, `0x7f.0.0.1`, `127.0.0.1.` or
+    /// `[::ffff:7f00:1]` for `127.0.0.1`), so that the address robots.txt
+    /// and pacing were decided for is the one connected to, under a name
+    /// every resolver and TLS library reads. `None` when the authority
+    /// already says it, or names a host by name (its letter case and
+    /// trailing dot are the client's). Any userinfo is left out.
+    pub fn respelled(&self, authority: &Authority) -> Option<Authority> {
+        let (written, after_host) = split_authority(authority.as_str());
+        let bare = written
+            .strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .unwrap_or(written);
+        if bare == self.host || self.host.parse::<IpAddr>().is_err() {
+            return None;
+        }
+        format!("{}{after_host}", self.bracketed_host())
+            .parse()
+            .ok()
     }
 
     /// `host:port` with IPv6 hosts bracketed, for connecting and `Host`
@@ -159,8 +180,14 @@ impl Origin {
     /// is the same machine as `example.com` (the origins stay apart, as URLs
     /// keep them), and a client must not double its rate by switching.
     pub fn pacing_key(&self) -> &str {
-        self.host.strip_suffix('.').unwrap_or(&self.host)
+        host_pacing_key(&self.host)
     }
+}
+
+/// The pacing key of a host as an [`Origin`] holds it (see
+/// [`Origin::pacing_key`]), for callers that have only the host.
+pub fn host_pacing_key(host: &str) -> &str {
+    host.strip_suffix('.').unwrap_or(host)
 }
 
 impl fmt::Display for Origin {
@@ -437,7 +464,8 @@ mod tests {
             ("http://0x/", "0.0.0.0"),
             ("http://10.0.0.255/", "10.0.0.255"),
             ("http://[0:0::1]/", "::1"),
-            ("http://[::FFFF:7F00:1]/", "::ffff:127.0.0.1"),
+            ("http://[::FFFF:7F00:1]/", "127.0.0.1"),
+            ("http://[2001:DB8::0:1]/", "2001:db8::1"),
             ("http://123.example/", "123.example"),
             ("http://0x.example/", "0x.example"),
         ] {
@@ -462,6 +490,36 @@ mod tests {
                 "{written}: {:?}",
                 origin(written)
             );
+        }
+    }
+
+    #[test]
+    fn authorities_are_respelled_only_for_other_spellings_of_an_address() {
+        let respelled = |uri: &str| {
+            let uri: Uri = uri.parse().expect("uri");
+            let origin = Origin::from_uri(&uri).expect("origin");
+            uri.authority()
+                .and_then(|a| origin.respelled(a))
+                .map(|a| a.to_string())
+        };
+        assert_eq!(
+            respelled("http://127.1:8080/"),
+            Some("127.0.0.1:8080".into())
+        );
+        assert_eq!(respelled("http://u:p@0x7f.1/"), Some("127.0.0.1".into()));
+        assert_eq!(respelled("http://127.0.0.1./"), Some("127.0.0.1".into()));
+        assert_eq!(
+            respelled("https://[::ffff:7f00:1]:443/"),
+            Some("127.0.0.1:443".into())
+        );
+        assert_eq!(respelled("http://[0:0::1]:81/"), Some("[::1]:81".into()));
+        for unchanged in [
+            "http://127.0.0.1:8080/",
+            "http://[::1]/",
+            "http://Example.COM/",
+            "http://example.com./",
+        ] {
+            assert_eq!(respelled(unchanged), None, "{unchanged}");
         }
     }
 

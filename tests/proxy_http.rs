@@ -477,7 +477,13 @@ async fn every_spelling_of_an_address_is_one_origin() {
     let origin = site(ROBOTS).await;
     let proxy = TestProxy::start(config()).await;
     let port = origin.port();
-    for host in ["127.0.0.1", "127.1", "2130706433", "0x7f.0.0.1"] {
+    for host in [
+        "127.0.0.1",
+        "127.1",
+        "2130706433",
+        "0x7f.0.0.1",
+        "127.0.0.1.",
+    ] {
         let public = get(proxy.addr(), &format!("http://{host}:{port}/public")).await;
         assert_status(&public, 200);
         let private = get(proxy.addr(), &format!("http://{host}:{port}/private")).await;

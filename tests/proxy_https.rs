@@ -167,7 +167,13 @@ fn get(uri: &str) -> Request<Empty<Bytes>> {
 
 /// CONNECT, TLS with the proxy's CA, then HTTP/1.1 requests on that tunnel.
 async fn intercepted_h1(proxy: &Proxy, port: u16, paths: &[&str]) -> Vec<Answer> {
-    let tls = intercepted_tls(proxy, port, &[b"http/1.1"]).await;
+    intercepted_h1_to(proxy, &format!("127.0.0.1:{port}"), paths).await
+}
+
+/// [`intercepted_h1`] with the CONNECT target written as `target`.
+async fn intercepted_h1_to(proxy: &Proxy, target: &str, paths: &[&str]) -> Vec<Answer> {
+    let tls =
+        support::proxy::intercept(proxy.addr, target, "", &proxy.ca_pem, &[b"http/1.1"]).await;
     let mut sender = support::proxy::h1_client(tls).await;
     let mut answers = Vec::new();
     for path in paths {
@@ -205,6 +211,24 @@ async fn intercept_http1_allowed_and_disallowed() {
         .find(|r| r.path == "/page")
         .expect("page request");
     assert_eq!(seen.header("user-agent"), Some(UA));
+}
+
+/// `CONNECT 127.1:port` is `127.0.0.1`: the leaf is minted for that address
+/// (a client sends no SNI for an IP), and the decrypted requests reach the
+/// origin under it, whose certificate names `127.0.0.1`.
+#[tokio::test]
+async fn intercept_reads_another_spelling_of_an_address_as_that_address() {
+    let ca = TestCa::new();
+    let origin = tls_origin(&ca, "User-agent: *\nDisallow: /private\n").await;
+    let proxy = proxy_for(&ca, &origin, |_| {}).await;
+    let target = format!("127.1:{}", origin.port());
+    let answers = intercepted_h1_to(&proxy, &target, &["/page", "/private"]).await;
+    assert_eq!(
+        (answers[0].status, answers[0].body.as_str()),
+        (StatusCode::OK, "secure /page")
+    );
+    assert_eq!(answers[1].status, StatusCode::FORBIDDEN);
+    assert_eq!(origin.hits("/robots.txt"), 1);
 }
 
 /// Decrypted HTTP/1.1 heads are bounded like plain ones: one header just

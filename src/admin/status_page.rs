@@ -161,7 +161,9 @@ fn hosts(page: &mut String, state: &ProxyState, now: Instant) {
     }
     for row in &mut rows {
         row.origins.sort_by(|a, b| a.0.cmp(&b.0));
-        row.pace = state.pacer.host_snapshot(&row.host);
+        row.pace = state
+            .pacer
+            .host_snapshot(crate::origin::host_pacing_key(&row.host));
     }
 
     let _ = writeln!(

@@ -181,7 +181,10 @@ async fn decide(
     }
     service::check_destination(state, &origin).await?;
     match state.tls_mode {
-        TlsMode::Intercept => Ok(Decision::Intercept(authority)),
+        // The decrypted requests go to the origin's spelling of an address.
+        TlsMode::Intercept => Ok(Decision::Intercept(
+            origin.respelled(&authority).unwrap_or(authority),
+        )),
         TlsMode::Tunnel => {
             *agent = state.tunnel_agent(request);
             tunnel_decision(state, agent, origin).await

@@ -150,6 +150,7 @@ async fn pipeline(
     }
     // 2. Parse the target; refuse denied destinations and crawler traps.
     let origin = target_origin(state, &request)?;
+    respell_target(&mut request, &origin);
     host_out.push_str(&origin.host);
     check_destination(state, &origin).await?;
     check_path_repeats(state, request.uri().path())?;
@@ -332,6 +333,21 @@ fn target_origin(state: &ProxyState, request: &Request<ProxyBody>) -> Result<Ori
         ));
     }
     Ok(origin)
+}
+
+/// Writes the origin's spelling of an address into the request's target
+/// (`127.1` → `127.0.0.1`, see [`Origin::respelled`]); names are left as
+/// the client wrote them. A `Host` field that then no longer names the
+/// target is replaced when the request is forwarded.
+fn respell_target(request: &mut Request<ProxyBody>, origin: &Origin) {
+    let Some(authority) = request.uri().authority().and_then(|a| origin.respelled(a)) else {
+        return;
+    };
+    let mut parts = request.uri().clone().into_parts();
+    parts.authority = Some(authority);
+    if let Ok(uri) = http::Uri::from_parts(parts) {
+        *request.uri_mut() = uri;
+    }
 }
 
 /// Checks `Proxy-Authorization` when authentication is on; returns the user.
