@@ -136,6 +136,12 @@ impl Origin {
     /// already says it, or names a host by name (its letter case and
     /// trailing dot are the client's). Any userinfo is left out.
     pub fn respelled(&self, authority: &Authority) -> Option<Authority> {
+        // The usual case, settled without splitting: written as held.
+        if let Some(rest) = authority.as_str().strip_prefix(self.host.as_str()) {
+            if rest.is_empty() || rest.starts_with(':') {
+                return None;
+            }
+        }
         let (written, after_host) = split_authority(authority.as_str());
         let bare = written
             .strip_prefix('[')
