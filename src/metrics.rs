@@ -20,7 +20,6 @@
 //! labels (one series per visited host would grow without end); they go to
 //! the status page's bounded per-host map and denial ring instead.
 
-use crate::FastHash;
 use std::collections::VecDeque;
 use std::fmt::{self, Write as _};
 use std::net::SocketAddr;
@@ -265,7 +264,7 @@ pub struct Metrics {
 }
 
 struct Activity {
-    hosts: LruCache<String, HostActivity, FastHash>,
+    hosts: LruCache<String, HostActivity>,
     denials: VecDeque<Denial>,
 }
 
@@ -334,10 +333,7 @@ impl Metrics {
             connections,
             totals: Default::default(),
             activity: Mutex::new(Activity {
-                hosts: LruCache::with_hasher(
-                    NonZeroUsize::new(HOST_CAPACITY).unwrap_or(NonZeroUsize::MIN),
-                    FastHash::default(),
-                ),
+                hosts: LruCache::new(NonZeroUsize::new(HOST_CAPACITY).unwrap_or(NonZeroUsize::MIN)),
                 denials: VecDeque::with_capacity(DENIAL_CAPACITY),
             }),
             started: Instant::now(),

@@ -18,7 +18,6 @@
 //! for that and cannot deadlock on an await (the argument of mini-redis' `db.rs`). The
 //! store's lock may be taken while the in-flight lock is held, never the other way round.
 
-use crate::FastHash;
 use std::collections::HashMap;
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -62,18 +61,18 @@ pub trait RobotsStore: Send + Sync {
 
 /// The in-memory store: an LRU of at most `capacity` origins.
 pub struct MemoryStore {
-    entries: Mutex<LruCache<Origin, Arc<RobotsEntry>, FastHash>>,
+    entries: Mutex<LruCache<Origin, Arc<RobotsEntry>>>,
 }
 
 impl MemoryStore {
     /// An empty store holding at most `capacity` origins.
     pub fn new(capacity: NonZeroUsize) -> Self {
         MemoryStore {
-            entries: Mutex::new(LruCache::with_hasher(capacity, FastHash::default())),
+            entries: Mutex::new(LruCache::new(capacity)),
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, LruCache<Origin, Arc<RobotsEntry>, FastHash>> {
+    fn lock(&self) -> MutexGuard<'_, LruCache<Origin, Arc<RobotsEntry>>> {
         // The map is consistent after any panic (every operation is a single LRU call),
         // so a poisoned lock is still safe to use.
         self.entries.lock().unwrap_or_else(PoisonError::into_inner)

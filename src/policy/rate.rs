@@ -40,7 +40,6 @@
 //! growing the map; that takes `max_hosts` requests in flight or waiting at once, which the
 //! connection limit is meant to prevent.
 
-use crate::FastHash;
 use std::collections::VecDeque;
 use std::fmt;
 use std::num::NonZeroUsize;
@@ -111,7 +110,7 @@ struct Inner {
 }
 
 struct State {
-    hosts: LruCache<Arc<str>, HostState, FastHash>,
+    hosts: LruCache<Arc<str>, HostState>,
     next_waiter_id: u64,
     next_sweep: Instant,
 }
@@ -195,7 +194,7 @@ impl Pacer {
             inner: Arc::new(Inner {
                 settings,
                 state: Mutex::new(State {
-                    hosts: LruCache::unbounded_with_hasher(FastHash::default()),
+                    hosts: LruCache::unbounded(),
                     next_waiter_id: 0,
                     next_sweep,
                 }),

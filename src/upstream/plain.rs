@@ -25,7 +25,6 @@
 //!   only while the pool holds any; at most [`MAX_IDLE_PER_ORIGIN`] wait per
 //!   origin, so memory stays bounded however many origins are visited.
 
-use crate::FastHash;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::task::{Context, Poll};
@@ -90,9 +89,10 @@ struct Shared {
 struct Idle {
     /// Oldest first: a request takes from the back, so the connections used
     /// least lately age out.
-    /// hashbrown's map for `get_key_value_mut`: a checkout takes the key
-    /// along with the list.
-    by_origin: hashbrown::HashMap<PoolKey, Vec<IdleConnection>, FastHash>,
+    /// hashbrown's map: `get_key_value_mut` lets a checkout take the key
+    /// along with the list, and its default hasher (foldhash, as `lru`'s
+    /// caches use) costs a fraction of std's SipHash per lookup.
+    by_origin: hashbrown::HashMap<PoolKey, Vec<IdleConnection>>,
     /// A sweeping task is running (or about to): see [`reap`].
     reaping: bool,
 }
