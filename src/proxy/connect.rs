@@ -34,7 +34,7 @@ use crate::upstream::ProxyBody;
 pub async fn handle(
     state: Arc<ProxyState>,
     client: SocketAddr,
-    scope: Option<ConnectionScope>,
+    scope: ConnectionScope,
     activity: Arc<Activity>,
     mut request: Request<Incoming>,
 ) -> Response<ProxyBody> {
@@ -87,15 +87,9 @@ pub async fn handle(
                         // A blind tunnel cannot be wound down gracefully:
                         // it runs until either side closes or the drain
                         // times out.
-                        let closing = async {
-                            match &scope {
-                                Some(scope) => scope.closing().await,
-                                None => std::future::pending().await,
-                            }
-                        };
                         tokio::select! {
                             () = tunnel(client, upgraded, upstream) => {},
-                            () = closing => {},
+                            () = scope.closing() => {},
                         }
                     }
                     Err(error) => tracing::debug!(%client, %error, "CONNECT upgrade failed"),
@@ -248,7 +242,7 @@ async fn tunnel(client: SocketAddr, upgraded: hyper::upgrade::Upgraded, mut upst
 /// requests through the pipeline.
 async fn intercept(
     state: Arc<ProxyState>,
-    scope: Option<ConnectionScope>,
+    scope: ConnectionScope,
     context: ClientContext,
     authority: Authority,
     upgraded: hyper::upgrade::Upgraded,
@@ -290,9 +284,7 @@ async fn intercept(
     let live = scope.clone();
     let service = service_fn(move |request: Request<Incoming>| {
         // Per request, so a reload applies to the next decrypted request.
-        let state = live
-            .as_ref()
-            .map_or_else(|| state.clone(), ConnectionScope::state);
+        let state = live.state();
         let authority = authority.clone();
         let context = context.clone();
         let activity = activity.clone();
@@ -310,10 +302,7 @@ async fn intercept(
     macro_rules! serve {
         ($connection:expr) => {{
             let connection = $connection;
-            let result = match &scope {
-                Some(scope) => serve_until_drained!(connection, scope),
-                None => Some(connection.await),
-            };
+            let result = serve_until_drained!(connection, &scope);
             if let Some(Err(error)) = result {
                 tracing::debug!(%client, %error, "intercepted connection ended with an error");
             }

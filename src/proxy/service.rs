@@ -47,7 +47,8 @@ pub(super) async fn handle(
     activity: Arc<Activity>,
     request: Request<Incoming>,
 ) -> Response<ProxyBody> {
-    if request.method() == Method::CONNECT {
+    // The listener hands a scope to CONNECTs, and only to them.
+    if let (true, Some(scope)) = (request.method() == Method::CONNECT, scope) {
         // Boxed: a CONNECT's future (decision, tunnel set-up) is large, and
         // inline it would size the future of every plain request too.
         let connect = super::connect::handle(state, client, scope, activity, request);
