@@ -231,7 +231,7 @@ impl RobotsFetcher {
         while let Some(frame) = body.frame().await {
             let frame = match frame {
                 Ok(frame) => frame,
-                Err(e) => return failure(uri, &e),
+                Err(e) => return failure(uri, &*e),
             };
             let Ok(data) = frame.into_data() else {
                 continue; // trailers

@@ -229,7 +229,7 @@ pub async fn forward(
         .await
         .map_err(|_| ForwardError::Timeout(upstream_timeout))?
         .map_err(|e| ForwardError::Failed(UpstreamFailure::classify(&*e)))?;
-    Ok(response.map(|body| body.map_err(BoxError::from).boxed()))
+    Ok(response.map(BodyExt::boxed))
 }
 
 /// Prepares a client request for the origin: hop-by-hop fields out, `Via`

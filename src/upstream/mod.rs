@@ -9,14 +9,11 @@
 pub mod plain;
 
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response};
-use http_body::{Body, Frame, SizeHint};
 use http_body_util::combinators::BoxBody;
 use hyper::body::Incoming;
 use hyper_rustls::HttpsConnector;
@@ -262,53 +259,20 @@ impl UpstreamPools {
         match &pools.plain {
             Some(plain) if request.uri().scheme() == Some(&http::uri::Scheme::HTTP) => {
                 let response = plain.request(request).await?;
-                Ok(response.map(UpstreamBody::Plain))
+                Ok(response.map(UpstreamBody::Left))
             }
             _ => {
                 let response = pools.client.request(request).await?;
-                Ok(response.map(UpstreamBody::Client))
+                Ok(response.map(UpstreamBody::Right))
             }
         }
     }
 }
 
-/// An origin's response body, from whichever pool carried the exchange.
-#[derive(Debug)]
-pub enum UpstreamBody {
-    /// From the plain-http pool; hands its connection back at the end.
-    Plain(PooledBody),
-    /// From hyper-util's client.
-    Client(Incoming),
-}
-
-impl Body for UpstreamBody {
-    type Data = Bytes;
-    type Error = hyper::Error;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        match self.get_mut() {
-            UpstreamBody::Plain(body) => Pin::new(body).poll_frame(cx),
-            UpstreamBody::Client(body) => Pin::new(body).poll_frame(cx),
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        match self {
-            UpstreamBody::Plain(body) => body.is_end_stream(),
-            UpstreamBody::Client(body) => body.is_end_stream(),
-        }
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        match self {
-            UpstreamBody::Plain(body) => body.size_hint(),
-            UpstreamBody::Client(body) => body.size_hint(),
-        }
-    }
-}
+/// An origin's response body, from whichever pool carried the exchange:
+/// the plain-http pool's (which hands its connection back at the end), or
+/// hyper-util's client's. Errors come boxed.
+pub type UpstreamBody = http_body_util::Either<PooledBody, Incoming>;
 
 /// The client's own request body failed while it was being forwarded (bad
 /// chunking, a connection cut mid-body): the client's fault, not the
