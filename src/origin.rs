@@ -96,7 +96,7 @@ impl Origin {
     /// [`OriginError::InvalidPort`].
     pub fn from_authority(scheme: Scheme, authority: &Authority) -> Result<Origin, OriginError> {
         let (written, after_host) = split_authority(authority.as_str());
-        let bracketed = written.strip_prefix('[').and_then(|h| h.strip_suffix(']'));
+        let bracketed = bracket_inside(written);
         let host = bracketed.unwrap_or(written);
         if host.is_empty() {
             return Err(OriginError::NoHost);
@@ -143,10 +143,7 @@ impl Origin {
             }
         }
         let (written, after_host) = split_authority(authority.as_str());
-        let bare = written
-            .strip_prefix('[')
-            .and_then(|h| h.strip_suffix(']'))
-            .unwrap_or(written);
+        let bare = bracket_inside(written).unwrap_or(written);
         if bare == self.host || self.host.parse::<IpAddr>().is_err() {
             return None;
         }
@@ -200,6 +197,18 @@ impl fmt::Display for Origin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}://{}", self.scheme.as_str(), self.authority())
     }
+}
+
+/// The host of `authority` as written (brackets kept), as
+/// `Authority::host` gives it, from one pass over the bytes.
+pub(crate) fn written_host(authority: &Authority) -> &str {
+    split_authority(authority.as_str()).0
+}
+
+/// What is inside a bracketed host (`[::1]` gives `::1`); `None` for a
+/// host written without brackets.
+fn bracket_inside(written: &str) -> Option<&str> {
+    written.strip_prefix('[').and_then(|h| h.strip_suffix(']'))
 }
 
 /// Splits an authority `http` has already parsed into the host as written

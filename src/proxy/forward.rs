@@ -266,7 +266,7 @@ fn host_names_target(headers: &HeaderMap, uri: &http::Uri, origin: &Origin) -> b
     let (Some(field), None) = (fields.next(), fields.next()) else {
         return false;
     };
-    let Some(host) = uri.host() else {
+    let Some(host) = uri.authority().map(crate::origin::written_host) else {
         return false;
     };
     let field = field.as_bytes();
