@@ -164,13 +164,13 @@ impl Via {
         // Every earlier field line counts (RFC 9110 §5.3): they are joined
         // with this proxy's entry into one. A line that is not text is left
         // as it is, and the entry goes on a line of its own after it.
-        if !existing.iter().all(|line| line.to_str().is_ok()) {
-            existing.append(entry.clone());
-            return;
-        }
         let mut joined = String::new();
-        for line in existing.iter().filter_map(|line| line.to_str().ok()) {
-            joined.push_str(line);
+        for line in existing.iter() {
+            let Ok(text) = line.to_str() else {
+                existing.append(entry.clone());
+                return;
+            };
+            joined.push_str(text);
             joined.push_str(", ");
         }
         joined.push_str(entry.to_str().unwrap_or_default());
