@@ -161,8 +161,8 @@ pub struct RequestRecord<'a> {
     /// The request target, formatted only where it is written out (a log
     /// line that is not enabled costs nothing).
     pub url: &'a http::Uri,
-    /// The target's host (the pacing key), when the request got that far;
-    /// saves the metrics from parsing `url` again.
+    /// The target's host as its origin holds it, when the request got that
+    /// far; saves the metrics from parsing `url` again.
     pub host: Option<&'a str>,
     /// The product token matched against robots.txt (empty if none yet).
     pub agent: &'a str,

@@ -205,12 +205,9 @@ async fn tunnel_decision(
         .connect(&origin.host, origin.port, state.client.connect_timeout())
         .await
         .map_err(|error| match error {
-            ConnectError::Destination(DestinationError::Denied { .. }) => failed(
-                Answer::DestinationDenied {
-                    host: origin.host.clone(),
-                },
-                "destination-denied",
-            ),
+            ConnectError::Destination(DestinationError::Denied { .. }) => {
+                service::destination_denied(&origin)
+            }
             ConnectError::TimedOut { waited, .. } => failed(
                 Answer::UpstreamTimeout {
                     origin: origin.to_string(),

@@ -375,14 +375,20 @@ pub(super) fn authenticate(
 /// where it is fetched (as an unreachable robots.txt or a 502).
 pub(super) async fn check_destination(state: &ProxyState, origin: &Origin) -> Result<(), Refusal> {
     if state.destinations.denies(&origin.host).await {
-        return Err(refuse(
-            Answer::DestinationDenied {
-                host: origin.host.clone(),
-            },
-            Outcome::refused("destination-denied"),
-        ));
+        return Err(destination_denied(origin));
     }
     Ok(())
+}
+
+/// The refusal for an origin whose every address `proxy.deny_destinations`
+/// denies.
+pub(super) fn destination_denied(origin: &Origin) -> Refusal {
+    refuse(
+        Answer::DestinationDenied {
+            host: origin.host.clone(),
+        },
+        Outcome::refused("destination-denied"),
+    )
 }
 
 /// Refuses crawler-trap paths (`/a/b/a/b/a/b/a/b`).
