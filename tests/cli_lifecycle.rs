@@ -108,64 +108,47 @@ fn check_config_reports_file_line_key_and_accepted_values() {
 fn check_config_loads_the_files_the_config_names() {
     let dir = support::temp_dir("cli-lifecycle");
     let path = dir.join("files.toml");
+    // Writes `toml` as the config, runs check-config: it must exit 2; its stderr.
+    let refused = |toml: String| {
+        std::fs::write(&path, toml).unwrap();
+        let (code, _, err) = check_config(&path);
+        assert_eq!(code, 2, "{err}");
+        err
+    };
     let not_pem = dir.join("roots.pem");
     std::fs::write(&not_pem, "not a certificate\n").unwrap();
-    std::fs::write(
-        &path,
-        format!(
-            "[tls]\nmode = \"tunnel\"\nextra_roots = [\"{}\"]\n",
-            not_pem.display()
-        ),
-    )
-    .unwrap();
-    let (code, _, err) = check_config(&path);
-    assert_eq!(code, 2);
+    let err = refused(format!(
+        "[tls]\nmode = \"tunnel\"\nextra_roots = [\"{}\"]\n",
+        not_pem.display()
+    ));
     assert!(err.contains("roots.pem"), "{err}");
 
     // Only half of a CA present: what `serve` would refuse.
     let cert = dir.join("ca.pem");
     std::fs::write(&cert, "x").unwrap();
-    std::fs::write(
-        &path,
-        format!(
-            "[tls]\nca_cert = \"{}\"\nca_key = \"{}\"\n",
-            cert.display(),
-            dir.join("ca.key").display()
-        ),
-    )
-    .unwrap();
-    let (code, _, err) = check_config(&path);
-    assert_eq!(code, 2);
+    let err = refused(format!(
+        "[tls]\nca_cert = \"{}\"\nca_key = \"{}\"\n",
+        cert.display(),
+        dir.join("ca.key").display()
+    ));
     assert!(err.contains("ca.key"), "{err}");
 
-    std::fs::write(
-        &path,
-        format!(
-            "[tls]\nmode = \"tunnel\"\n[log]\naccess_log = \"{}\"\n",
-            dir.join("no-such-dir/access.jsonl").display()
-        ),
-    )
-    .unwrap();
-    let (code, _, err) = check_config(&path);
-    assert_eq!(code, 2);
+    let err = refused(format!(
+        "[tls]\nmode = \"tunnel\"\n[log]\naccess_log = \"{}\"\n",
+        dir.join("no-such-dir/access.jsonl").display()
+    ));
     assert!(err.contains("no-such-dir"), "{err}");
 
     // The htpasswd file `serve` reads: missing, then with a bad line.
     let htpasswd = dir.join("users.htpasswd");
-    std::fs::write(
-        &path,
-        format!(
-            "[tls]\nmode = \"tunnel\"\n[auth]\nhtpasswd = \"{}\"\n",
-            htpasswd.display()
-        ),
-    )
-    .unwrap();
-    let (code, _, err) = check_config(&path);
-    assert_eq!(code, 2);
+    let config = format!(
+        "[tls]\nmode = \"tunnel\"\n[auth]\nhtpasswd = \"{}\"\n",
+        htpasswd.display()
+    );
+    let err = refused(config.clone());
     assert!(err.contains("users.htpasswd"), "{err}");
     std::fs::write(&htpasswd, "alice-without-a-hash\n").unwrap();
-    let (code, _, err) = check_config(&path);
-    assert_eq!(code, 2);
+    let err = refused(config);
     assert!(err.contains("users.htpasswd line 1"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
