@@ -48,6 +48,14 @@ impl Proxy {
             .expect("valid config reloads")
     }
 
+    /// Writes `text` as the whole config file (for keys under `[proxy]`,
+    /// which `write_config` cannot add) and reloads it, which must fail
+    /// (`why`).
+    fn refused_reload(&self, text: &str, why: &str) -> ReloadError {
+        std::fs::write(self.config_path(), text).expect("write config");
+        self.reload.reload_from(&self.config_path()).expect_err(why)
+    }
+
     /// Fires the shutdown future given to `run`.
     fn shut_down(&mut self) {
         if let Some(stop) = self.stop.take() {
@@ -326,19 +334,14 @@ async fn bad_config_is_refused_and_the_old_one_kept() {
     assert_eq!(status, StatusCode::OK);
 
     // A file that parses but cannot be used (missing extra root) is refused too.
-    std::fs::write(
-        proxy.config_path(),
-        format!(
+    let error = proxy.refused_reload(
+        &format!(
             "[proxy]\nlisten = \"127.0.0.1:0\"\n[identity]\nuser_agent = \"require\"\n\
              [tls]\nmode = \"tunnel\"\nextra_roots = [\"{}\"]\n",
             proxy.dir.join("missing.pem").display()
         ),
-    )
-    .expect("write config");
-    let error = proxy
-        .reload
-        .reload_from(&proxy.config_path())
-        .expect_err("an unusable config is refused");
+        "an unusable config is refused",
+    );
     assert!(matches!(error, ReloadError::State { .. }), "{error:?}");
     assert!(error.to_string().contains("missing.pem"), "{error}");
     let (status, _, _) = send(&mut sender, get(&origin.url("/page"), None))
@@ -355,9 +358,8 @@ async fn bad_config_is_refused_and_the_old_one_kept() {
 async fn a_refused_reload_applies_none_of_its_deny_list() {
     let origin = origin(Duration::ZERO).await;
     let proxy = start_proxy("[identity]\nuser_agent = \"pass\"\n").await;
-    std::fs::write(
-        proxy.config_path(),
-        format!(
+    let error = proxy.refused_reload(
+        &format!(
             "[proxy]\nlisten = \"127.0.0.1:0\"\ndeny_destinations = [\"127.0.0.0/8\"]\n\
              [identity]\nuser_agent = \"pass\"\n\
              [rate_limit]\ndefault_delay = \"0s\"\n\
@@ -365,12 +367,8 @@ async fn a_refused_reload_applies_none_of_its_deny_list() {
              [auth]\nhtpasswd = \"{}\"\n",
             proxy.dir.join("missing.htpasswd").display()
         ),
-    )
-    .expect("write config");
-    let error = proxy
-        .reload
-        .reload_from(&proxy.config_path())
-        .expect_err("an unreadable htpasswd file is refused");
+        "an unreadable htpasswd file is refused",
+    );
     assert!(error.to_string().contains("missing.htpasswd"), "{error}");
     let mut sender = client(proxy.addr).await;
     let (status, reason, body) = send(&mut sender, get(&origin.url("/page"), None))
