@@ -170,11 +170,21 @@ async fn intercepted_h1(proxy: &Proxy, port: u16, paths: &[&str]) -> Vec<Answer>
     intercepted_h1_to(proxy, &format!("127.0.0.1:{port}"), paths).await
 }
 
+/// An HTTP/1.1 client on an intercepted tunnel: `CONNECT target` (with
+/// `extra` header lines), then TLS with the proxy's CA.
+async fn intercepted_sender(
+    proxy: &Proxy,
+    target: &str,
+    extra: &str,
+) -> hyper::client::conn::http1::SendRequest<Empty<Bytes>> {
+    let tls =
+        support::proxy::intercept(proxy.addr, target, extra, &proxy.ca_pem, &[b"http/1.1"]).await;
+    support::proxy::h1_client(tls).await
+}
+
 /// [`intercepted_h1`] with the CONNECT target written as `target`.
 async fn intercepted_h1_to(proxy: &Proxy, target: &str, paths: &[&str]) -> Vec<Answer> {
-    let tls =
-        support::proxy::intercept(proxy.addr, target, "", &proxy.ca_pem, &[b"http/1.1"]).await;
-    let mut sender = support::proxy::h1_client(tls).await;
+    let mut sender = intercepted_sender(proxy, target, "").await;
     let mut answers = Vec::new();
     for path in paths {
         let response = sender.send_request(get(path)).await.expect("response");
@@ -242,8 +252,8 @@ async fn intercepted_http1_heads_over_max_header_bytes_are_431() {
     let origin = tls_origin(&ca, "User-agent: *\nAllow: /\n").await;
     let proxy = proxy_for(&ca, &origin, |_| {}).await;
     let max_head = Config::default().proxy.max_header_bytes.get();
-    let tls = intercepted_tls(&proxy, origin.port(), &[b"http/1.1"]).await;
-    let mut sender = support::proxy::h1_client(tls).await;
+    let target = format!("127.0.0.1:{}", origin.port());
+    let mut sender = intercepted_sender(&proxy, &target, "").await;
     let mut request = get("/big");
     request.headers_mut().insert(
         "x-big",
@@ -312,8 +322,8 @@ async fn intercept_checks_identity_per_request_not_on_connect() {
     let origin = tls_origin(&ca, "User-agent: *\nAllow: /\n").await;
     let proxy = proxy_for(&ca, &origin, |_| {}).await;
     // CONNECT without a User-Agent is fine; the decrypted request without one is not.
-    let tls = intercepted_tls(&proxy, origin.port(), &[b"http/1.1"]).await;
-    let mut sender = support::proxy::h1_client(tls).await;
+    let target = format!("127.0.0.1:{}", origin.port());
+    let mut sender = intercepted_sender(&proxy, &target, "").await;
     let request = Request::builder()
         .uri("/page")
         .header("host", "127.0.0.1")
@@ -337,9 +347,7 @@ async fn tunnel_user_covers_the_decrypted_requests() {
     assert!(status.starts_with("HTTP/1.1 407"), "{status}");
     // "carol:pw" in base64.
     let auth = "Proxy-Authorization: Basic Y2Fyb2w6cHc=\r\n";
-    let tls =
-        support::proxy::intercept(proxy.addr, &target, auth, &proxy.ca_pem, &[b"http/1.1"]).await;
-    let mut sender = support::proxy::h1_client(tls).await;
+    let mut sender = intercepted_sender(&proxy, &target, auth).await;
     // No Proxy-Authorization inside the tunnel: the CONNECT's user covers it.
     let answer = read_answer(sender.send_request(get("/inside")).await.expect("response")).await;
     assert_eq!(
