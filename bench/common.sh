@@ -50,6 +50,16 @@ wait_port() {
 }
 
 # apt_install PKG...: installs Debian packages (INSTALL=1), or dies naming them.
+# missing CMD:PACKAGE...: prints the package of each command found neither on PATH nor
+# in /usr/sbin.
+missing() {
+    local pair cmd
+    for pair in "$@"; do
+        cmd=${pair%%:*}
+        command -v "$cmd" >/dev/null 2>&1 || [[ -x /usr/sbin/$cmd ]] || echo "${pair#*:}"
+    done
+}
+
 apt_install() {
     [[ $INSTALL == 1 ]] || die "missing: $* (INSTALL=0)"
     log "installing $*"

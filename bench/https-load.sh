@@ -66,12 +66,9 @@ source "$BENCH/common.sh"
 
 # --- tools --------------------------------------------------------------------------
 export PATH=$PATH:/usr/sbin:/sbin
-has() { command -v "$1" >/dev/null 2>&1; }
-need_install=()
-for pair in nginx:nginx curl:curl openssl:openssl taskset:util-linux python3:python3; do
-    has "${pair%%:*}" || need_install+=("${pair#*:}")
-done
-case " $TARGETS " in *" mitmdump "*) has python3 && python3 -c 'import venv, ensurepip' 2>/dev/null ||
+mapfile -t need_install < <(missing nginx:nginx curl:curl openssl:openssl taskset:util-linux \
+    python3:python3)
+case " $TARGETS " in *" mitmdump "*) python3 -c 'import venv, ensurepip' 2>/dev/null ||
     need_install+=(python3-venv) ;; esac
 ((${#need_install[@]} == 0)) || apt_install "${need_install[@]}"
 # ssl_bump needs the OpenSSL build of Squid (Debian's plain "squid" is GnuTLS and has no

@@ -44,12 +44,8 @@ RG_BIN=${RG_BIN:-$TARGET_DIR/release/robots-guard}
 source "$BENCH/common.sh"
 
 # --- tools --------------------------------------------------------------------------
-need_install=()
-for pair in nginx:nginx wrk:wrk squid:squid tinyproxy:tinyproxy privoxy:privoxy \
-    curl:curl taskset:util-linux python3:python3; do
-    cmd=${pair%%:*}
-    command -v "$cmd" >/dev/null 2>&1 || [[ -x /usr/sbin/$cmd ]] || need_install+=("${pair#*:}")
-done
+mapfile -t need_install < <(missing nginx:nginx wrk:wrk squid:squid tinyproxy:tinyproxy \
+    privoxy:privoxy curl:curl taskset:util-linux python3:python3)
 ((${#need_install[@]} == 0)) || apt_install "${need_install[@]}"
 export PATH=$PATH:/usr/sbin:/sbin
 # Debian's postinst scripts may start system instances; ours use their own ports, so

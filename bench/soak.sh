@@ -55,8 +55,7 @@ for _ in $(seq 100); do
 done
 curl -fs "http://127.0.0.1:$ADMIN_PORT/healthz" >/dev/null || {
     cat "$WORK/proxy.log" >&2
-    log "the proxy did not start"
-    exit 1
+    die "the proxy did not start"
 }
 log "proxy pid $PROXY_PID on 127.0.0.1:$PORT"
 
