@@ -105,11 +105,12 @@ impl Drop for BusyGuard {
 
 /// The connection's IO with the idle and head timers.
 ///
-/// The clock is read only when the read side would wait, not for every byte
-/// moved, and the timer is re-armed only when a deadline comes earlier: when
-/// it fires for a deadline that activity has since pushed back, it is armed
-/// again for the new one. A keep-alive connection serving requests back to
-/// back thus costs one clock read per request and no timer work.
+/// The clock is read when the read side would wait with bytes moved since
+/// the last look, and when a request ends ([`BusyGuard`]), not for every
+/// byte moved; the timer is re-armed only when a deadline comes earlier:
+/// when it fires for a deadline that activity has since pushed back, it is
+/// armed again for the new one. A keep-alive connection serving requests
+/// back to back thus costs one clock read per request and no timer work.
 pub struct IdleIo<T> {
     inner: T,
     activity: Arc<Activity>,
@@ -167,12 +168,14 @@ impl<T> IdleIo<T> {
             self.head = Head::None;
             return;
         }
+        let tunnel = self.activity.upgraded.load(Ordering::Acquire);
+        if !read && !tunnel {
+            return;
+        }
         // A request that ended since the last look ended before these bytes.
         self.catch_up_on_quiet();
-        if self.activity.upgraded.load(Ordering::Acquire) {
+        if tunnel {
             self.head = Head::None;
-        } else if !read {
-            return;
         } else if matches!(self.head, Head::None) {
             self.head = Head::Started;
         }
@@ -337,17 +340,38 @@ mod tests {
         head: Duration::from_secs(10),
     };
 
+    type Wrapped = IdleIo<tokio::io::DuplexStream>;
+
+    /// A connection whose first request head (18 bytes) has been read.
+    async fn after_one_head() -> (tokio::io::DuplexStream, Arc<Activity>, Wrapped) {
+        let (mut client, server) = tokio::io::duplex(64);
+        let activity = Activity::new();
+        let mut io = IdleIo::new(server, activity.clone(), TIMEOUTS);
+        client
+            .write_all(b"GET / HTTP/1.1\r\n\r\n")
+            .await
+            .expect("write");
+        let mut buf = [0u8; 64];
+        assert_eq!(io.read(&mut buf).await.expect("head"), 18);
+        (client, activity, io)
+    }
+
+    /// The next read fails with a timeout, `after` from now.
+    async fn times_out_after(io: &mut Wrapped, after: Duration, why: &str) {
+        let started = Instant::now();
+        let mut buf = [0u8; 64];
+        let error = io.read(&mut buf).await.expect_err(why);
+        assert_eq!(error.kind(), std::io::ErrorKind::TimedOut);
+        assert_eq!(started.elapsed(), after);
+    }
+
     #[tokio::test(start_paused = true)]
     async fn quiet_connection_closes_after_idle_timeout() {
         let (client, server) = tokio::io::duplex(64);
         let activity = Activity::new();
         let mut io = IdleIo::new(server, activity, TIMEOUTS);
         let _client = client;
-        let started = Instant::now();
-        let mut buf = [0u8; 8];
-        let error = io.read(&mut buf).await.expect_err("times out");
-        assert_eq!(error.kind(), std::io::ErrorKind::TimedOut);
-        assert_eq!(started.elapsed(), Duration::from_secs(60));
+        times_out_after(&mut io, Duration::from_secs(60), "times out").await;
     }
 
     #[tokio::test(start_paused = true)]
@@ -358,32 +382,19 @@ mod tests {
         client.write_all(b"GET ").await.expect("write");
         let mut buf = [0u8; 8];
         assert_eq!(io.read(&mut buf).await.expect("first bytes"), 4);
-        let started = Instant::now();
-        let error = io.read(&mut buf).await.expect_err("times out");
-        assert_eq!(error.kind(), std::io::ErrorKind::TimedOut);
-        assert_eq!(started.elapsed(), Duration::from_secs(10));
+        times_out_after(&mut io, Duration::from_secs(10), "times out").await;
     }
 
     #[tokio::test(start_paused = true)]
     async fn busy_connection_has_no_timer_and_quiet_restarts_after() {
-        let (mut client, server) = tokio::io::duplex(64);
-        let activity = Activity::new();
-        let mut io = IdleIo::new(server, activity.clone(), TIMEOUTS);
-        client
-            .write_all(b"GET / HTTP/1.1\r\n\r\n")
-            .await
-            .expect("write");
-        let mut buf = [0u8; 64];
-        assert_eq!(io.read(&mut buf).await.expect("head"), 18);
+        let (_client, activity, mut io) = after_one_head().await;
         let guard = activity.begin();
         // A slow upstream: 5 minutes busy, no timer fires.
+        let mut buf = [0u8; 64];
         let waiting = tokio::time::timeout(Duration::from_secs(300), io.read(&mut buf)).await;
         assert!(waiting.is_err(), "no timeout while busy");
         drop(guard);
-        let started = Instant::now();
-        let error = io.read(&mut buf).await.expect_err("idle after the request");
-        assert_eq!(error.kind(), std::io::ErrorKind::TimedOut);
-        assert_eq!(started.elapsed(), Duration::from_secs(60));
+        times_out_after(&mut io, Duration::from_secs(60), "idle after the request").await;
     }
 
     /// The end of a request wakes nobody: a reader that parked while the
@@ -391,22 +402,14 @@ mod tests {
     /// through the timer it kept armed, and not before.
     #[tokio::test(start_paused = true)]
     async fn a_request_ending_under_a_parked_reader_starts_the_idle_clock() {
-        let (mut client, server) = tokio::io::duplex(64);
-        let activity = Activity::new();
-        let mut io = IdleIo::new(server, activity.clone(), TIMEOUTS);
-        client
-            .write_all(b"GET / HTTP/1.1\r\n\r\n")
-            .await
-            .expect("write");
-        let mut buf = [0u8; 64];
-        assert_eq!(io.read(&mut buf).await.expect("head"), 18);
+        let (_client, activity, mut io) = after_one_head().await;
         let guard = activity.begin();
         let reader = tokio::spawn(async move {
+            let mut buf = [0u8; 64];
             let error = io.read(&mut buf).await.expect_err("idle after the request");
             (error.kind(), Instant::now())
         });
-        // Busy for 150 s (the timer fires twice meanwhile and is re-armed),
-        // and the last bytes of the answer go out after its end.
+        // Busy for 150 s: the timer fires twice meanwhile and is re-armed.
         tokio::time::sleep(Duration::from_secs(150)).await;
         let ended = Instant::now();
         drop(guard);
@@ -422,22 +425,12 @@ mod tests {
     /// bytes of the next: those bytes still start the head limit.
     #[tokio::test(start_paused = true)]
     async fn a_head_begun_before_the_reader_looked_again_gets_the_head_limit() {
-        let (mut client, server) = tokio::io::duplex(64);
-        let activity = Activity::new();
-        let mut io = IdleIo::new(server, activity.clone(), TIMEOUTS);
-        client
-            .write_all(b"GET / HTTP/1.1\r\n\r\n")
-            .await
-            .expect("write");
-        let mut buf = [0u8; 64];
-        assert_eq!(io.read(&mut buf).await.expect("head"), 18);
+        let (mut client, activity, mut io) = after_one_head().await;
         drop(activity.begin());
         client.write_all(b"GET ").await.expect("write");
+        let mut buf = [0u8; 64];
         assert_eq!(io.read(&mut buf).await.expect("first bytes"), 4);
-        let started = Instant::now();
-        let error = io.read(&mut buf).await.expect_err("head times out");
-        assert_eq!(error.kind(), std::io::ErrorKind::TimedOut);
-        assert_eq!(started.elapsed(), Duration::from_secs(10));
+        times_out_after(&mut io, Duration::from_secs(10), "head times out").await;
     }
 
     #[tokio::test(start_paused = true)]
@@ -464,10 +457,7 @@ mod tests {
         assert!(quiet.is_err(), "no timeout within 45 s of quiet");
         client.write_all(b"GET ").await.expect("write");
         assert_eq!(io.read(&mut buf).await.expect("first bytes"), 4);
-        let started = Instant::now();
-        let error = io.read(&mut buf).await.expect_err("head times out");
-        assert_eq!(error.kind(), std::io::ErrorKind::TimedOut);
-        assert_eq!(started.elapsed(), Duration::from_secs(10));
+        times_out_after(&mut io, Duration::from_secs(10), "head times out").await;
     }
 
     #[tokio::test(start_paused = true)]
