@@ -7,6 +7,7 @@
 //! off.
 
 pub mod plain;
+mod spent_wake;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

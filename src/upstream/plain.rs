@@ -40,6 +40,7 @@ use hyper::client::conn::http1::{self, SendRequest};
 use tokio::time::Instant;
 use tower_service::Service;
 
+use super::spent_wake::{Relayed, WakeRelay};
 use super::{BoxError, Connector, ProxyBody};
 
 /// Idle connections kept per origin (the hyper-util pools use it too).
@@ -109,6 +110,7 @@ type PoolKey = Arc<str>;
 
 struct IdleConnection {
     sender: SendRequest<ProxyBody>,
+    relay: Arc<WakeRelay>,
     since: Instant,
 }
 
@@ -150,7 +152,12 @@ impl PlainPool {
         let written = target.authority().map_or("", |a| a.as_str());
         let authority = loop {
             let (authority, idle) = self.checkout(written);
-            let Some((mut sender, idle_since)) = idle else {
+            let Some(IdleConnection {
+                mut sender,
+                relay,
+                since: idle_since,
+            }) = idle
+            else {
                 break authority;
             };
             let replay = if idle_since.elapsed() >= STALE_RISK {
@@ -159,7 +166,7 @@ impl PlainPool {
                 None
             };
             match sender.try_send_request(request).await {
-                Ok(response) => return Ok(self.hand_back_after(response, authority, sender)),
+                Ok(response) => return Ok(self.hand_back_after(response, authority, sender, relay)),
                 Err(mut failed) => match (failed.take_message(), replay) {
                     // Never written: the origin closed this idle connection
                     // as it was taken. Sending again cannot repeat anything.
@@ -178,19 +185,19 @@ impl PlainPool {
         // Boxed: opening a connection is the rare path, and its future
         // (connector, handshake) would otherwise make every request's
         // future, which hyper moves into place, about 0.9 KiB larger.
-        let mut sender = Box::pin(self.connect(target)).await?;
+        let (mut sender, relay) = Box::pin(self.connect(target)).await?;
         let response = sender
             .send_request(request)
             .await
             .map_err(PlainError::Exchange)?;
-        Ok(self.hand_back_after(response, authority, sender))
+        Ok(self.hand_back_after(response, authority, sender, relay))
     }
 
     /// The pool's key for `authority` (the map's own, when it has a list),
     /// and the newest idle connection to it that can take a request
     /// now, and since when it has been idle. Closed ones found on the way are
     /// dropped; busy ones (still sending an earlier request's body) stay.
-    fn checkout(&self, authority: &str) -> (PoolKey, Option<(SendRequest<ProxyBody>, Instant)>) {
+    fn checkout(&self, authority: &str) -> (PoolKey, Option<IdleConnection>) {
         let mut idle = self.shared.lock();
         let Some((key, list)) = idle.by_origin.get_key_value_mut(authority) else {
             return (PoolKey::from(authority), None);
@@ -200,8 +207,7 @@ impl PlainPool {
         while i > 0 {
             i -= 1;
             if list[i].sender.is_ready() {
-                let IdleConnection { sender, since } = list.remove(i);
-                return (key, Some((sender, since)));
+                return (key, Some(list.remove(i)));
             }
             if list[i].sender.is_closed() {
                 list.remove(i);
@@ -210,8 +216,12 @@ impl PlainPool {
         (key, None)
     }
 
-    /// Opens a connection to the origin of `target` and starts driving it.
-    async fn connect(&self, target: Uri) -> Result<SendRequest<ProxyBody>, PlainError> {
+    /// Opens a connection to the origin of `target` and starts driving it
+    /// through a [`WakeRelay`], which its response bodies hold.
+    async fn connect(
+        &self,
+        target: Uri,
+    ) -> Result<(SendRequest<ProxyBody>, Arc<WakeRelay>), PlainError> {
         let mut connector = self.shared.connector.clone();
         std::future::poll_fn(|cx| connector.poll_ready(cx))
             .await
@@ -221,12 +231,13 @@ impl PlainPool {
             .handshake(io)
             .await
             .map_err(|e| PlainError::Connect(e.into()))?;
+        let (connection, relay) = Relayed::new(connection);
         tokio::spawn(async move {
             if let Err(error) = connection.await {
                 tracing::debug!(%error, "upstream connection ended with an error");
             }
         });
-        Ok(sender)
+        Ok((sender, relay))
     }
 
     fn hand_back_after(
@@ -234,11 +245,13 @@ impl PlainPool {
         response: Response<Incoming>,
         authority: PoolKey,
         sender: SendRequest<ProxyBody>,
+        relay: Arc<WakeRelay>,
     ) -> Response<PooledBody> {
         let give_back = GiveBack {
             pool: self.shared.clone(),
             authority,
             sender,
+            relay,
         };
         response.map(|body| PooledBody {
             body,
@@ -265,7 +278,12 @@ impl Shared {
     }
 
     /// Puts a connection whose exchange ended back in the pool.
-    fn check_in(self: &Arc<Self>, authority: PoolKey, sender: SendRequest<ProxyBody>) {
+    fn check_in(
+        self: &Arc<Self>,
+        authority: PoolKey,
+        sender: SendRequest<ProxyBody>,
+        relay: Arc<WakeRelay>,
+    ) {
         if sender.is_closed() {
             return;
         }
@@ -275,7 +293,11 @@ impl Shared {
         if list.len() >= MAX_IDLE_PER_ORIGIN {
             list.remove(0);
         }
-        list.push(IdleConnection { sender, since });
+        list.push(IdleConnection {
+            sender,
+            relay,
+            since,
+        });
         let start_reaper = if idle.reaping {
             None
         } else {
@@ -412,6 +434,7 @@ struct GiveBack {
     pool: Arc<Shared>,
     authority: PoolKey,
     sender: SendRequest<ProxyBody>,
+    relay: Arc<WakeRelay>,
 }
 
 impl std::fmt::Debug for PooledBody {
@@ -429,9 +452,10 @@ impl PooledBody {
             pool,
             authority,
             sender,
+            relay,
         }) = self.give_back.take()
         {
-            pool.check_in(authority, sender);
+            pool.check_in(authority, sender, relay);
         }
     }
 }
@@ -445,7 +469,24 @@ impl Body for PooledBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
         let this = &mut *self;
-        let frame = std::task::ready!(Pin::new(&mut this.body).poll_frame(cx));
+        let body = Pin::new(&mut this.body);
+        let frame = match &this.give_back {
+            // Taking the last bytes wakes the connection's task for nothing
+            // (see `spent_wake`); any other wake-up is passed on.
+            Some(GiveBack { relay, .. }) => {
+                let (polled, held) = relay.hold_wakes(|| body.poll_frame(cx));
+                let ended = match &polled {
+                    Poll::Ready(None) => true,
+                    Poll::Ready(Some(Ok(_))) => this.body.is_end_stream(),
+                    Poll::Ready(Some(Err(_))) | Poll::Pending => false,
+                };
+                if held && !ended {
+                    relay.pass_on();
+                }
+                std::task::ready!(polled)
+            }
+            None => std::task::ready!(body.poll_frame(cx)),
+        };
         match &frame {
             None => {
                 this.ended = true;
@@ -636,6 +677,41 @@ mod tests {
         assert_eq!(pool.idle_count(&authority(origin.port)), 0);
         assert_eq!(fetch(&pool, origin.port).await, 1 << 20);
         assert_eq!(origin.accepted.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn taking_the_last_bytes_of_an_answer_does_not_wake_its_connection() {
+        let origin = origin(600, Ending::KeepAlive);
+        let pool = pool(Duration::from_secs(30));
+        assert_eq!(fetch(&pool, origin.port).await, 600);
+        for _ in 0..3 {
+            let response = pool
+                .request(get(origin.port, "/page"))
+                .await
+                .expect("response");
+            let mut body = response.into_body();
+            let mut read = 0;
+            loop {
+                // Polled by hand: within one poll, only the body's own
+                // channel can wake the connection on this thread.
+                let (frame, woken_by_the_poll) = std::future::poll_fn(|cx| {
+                    let relay = Arc::clone(&body.give_back.as_ref().expect("on loan").relay);
+                    let before = relay.passed.load(Ordering::SeqCst);
+                    let polled = Pin::new(&mut body).poll_frame(cx);
+                    let after = relay.passed.load(Ordering::SeqCst);
+                    polled.map(|frame| (frame, after - before))
+                })
+                .await;
+                let frame = frame.expect("frame").expect("data");
+                read += frame.data_ref().map_or(0, Bytes::len);
+                if body.is_end_stream() {
+                    assert_eq!(woken_by_the_poll, 0, "the last chunk woke the connection");
+                    break;
+                }
+            }
+            assert_eq!(read, 600);
+        }
+        assert_eq!(origin.accepted.load(Ordering::SeqCst), 1);
     }
 
     #[tokio::test]
