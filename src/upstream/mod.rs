@@ -7,6 +7,8 @@
 //! off.
 
 pub mod plain;
+#[cfg(target_os = "linux")]
+pub mod send_batch;
 mod spent_wake;
 
 use std::path::{Path, PathBuf};

@@ -227,6 +227,15 @@ impl PlainPool {
             .await
             .map_err(PlainError::Connect)?;
         let io = connector.call(target).await.map_err(PlainError::Connect)?;
+        #[cfg(target_os = "linux")]
+        let io = {
+            use std::os::fd::AsRawFd;
+            let fd = match &io {
+                hyper_rustls::MaybeHttpsStream::Http(tcp) => Some(tcp.inner().as_raw_fd()),
+                hyper_rustls::MaybeHttpsStream::Https(_) => None,
+            };
+            super::send_batch::BatchedIo::new(io, fd)
+        };
         let (sender, connection) = http1::Builder::new()
             .handshake(io)
             .await
