@@ -214,7 +214,9 @@ pub enum ForwardError {
 }
 
 /// Sends `request` (absolute-form URI, already checked) upstream and returns
-/// the origin's response with its body streamed.
+/// the origin's response with its body streamed, or gives up
+/// `upstream_timeout` after `started` (the caller's clock reading, shared
+/// so that the request reads the clock once for both).
 ///
 /// # Errors
 ///
@@ -223,9 +225,10 @@ pub enum ForwardError {
 pub async fn forward(
     client: &UpstreamPools,
     request: Request<ProxyBody>,
+    started: tokio::time::Instant,
     upstream_timeout: Duration,
 ) -> Result<Response<ProxyBody>, ForwardError> {
-    let response = tokio::time::timeout(upstream_timeout, client.request(request))
+    let response = tokio::time::timeout_at(started + upstream_timeout, client.request(request))
         .await
         .map_err(|_| ForwardError::Timeout(upstream_timeout))?
         .map_err(|e| ForwardError::Failed(UpstreamFailure::classify(&*e)))?;

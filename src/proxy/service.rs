@@ -195,7 +195,8 @@ async fn pipeline(
         &state.client
     };
     let started = Instant::now();
-    let forwarded = forward::forward(upstream_client, request, state.upstream_timeout).await;
+    let forwarded =
+        forward::forward(upstream_client, request, started, state.upstream_timeout).await;
     let upstream = Some(started.elapsed());
     let outcome = Outcome {
         verdict: "allowed",
@@ -253,25 +254,34 @@ pub(super) async fn pace(
     delay: Duration,
     rule_line: Option<u32>,
 ) -> Result<crate::policy::PacePermit, Refusal> {
-    let started = Instant::now();
-    let permit = state
-        .pacer
-        .admit(origin.pacing_key(), delay)
-        .await
-        .map_err(|rejected| {
-            refuse(
-                Answer::Pacing {
-                    host: origin.host.clone(),
-                    retry_after: rejected.retry_after,
-                },
-                Outcome {
-                    verdict: "pacing",
-                    rule_line,
-                    upstream: None,
-                },
-            )
-        })?;
-    state.metrics.pacing_wait(started.elapsed());
+    // The wait is timed only when there is one: most requests are admitted
+    // on the first poll, and two clock reads each would time nothing.
+    let mut admit = std::pin::pin!(state.pacer.admit(origin.pacing_key(), delay));
+    let mut waiting_since = None;
+    let permit = std::future::poll_fn(|cx| {
+        let polled = std::future::Future::poll(admit.as_mut(), cx);
+        if polled.is_pending() && waiting_since.is_none() {
+            waiting_since = Some(Instant::now());
+        }
+        polled
+    })
+    .await
+    .map_err(|rejected| {
+        refuse(
+            Answer::Pacing {
+                host: origin.host.clone(),
+                retry_after: rejected.retry_after,
+            },
+            Outcome {
+                verdict: "pacing",
+                rule_line,
+                upstream: None,
+            },
+        )
+    })?;
+    state
+        .metrics
+        .pacing_wait(waiting_since.map_or(Duration::ZERO, |since| since.elapsed()));
     Ok(permit)
 }
 
