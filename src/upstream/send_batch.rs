@@ -7,11 +7,10 @@
 //! the proxy to one), it preempts the proxy, answers that one request and
 //! sleeps again, twice a context switch per request. The load rig counted
 //! 0.65 such preemptions per proxied request. A process that sends many
-//! requests in one system call wakes the origin once for all of them:
-//! with io_uring, 32 sends in one `io_uring_enter` against 32 `write`s cut
-//! the origin's wake-ups from 0.85 to 0.03 per request and the core's time
-//! per request from 13.4 to 8.2 µs (BENCHMARKS.md, "One wake-up per
-//! batch").
+//! requests in one system call wakes the origin once for all of them: with
+//! the batch below, 0.085 preemptions per request, and 11.4 instead of
+//! 14.2 µs of the proxy's CPU per request (BENCHMARKS.md, "One wake-up
+//! per batch").
 //!
 //! So a worker thread that [`install`]s a batch keeps the small writes of
 //! its upstream connections ([`BatchedIo`]) in each connection's outbox,
