@@ -49,7 +49,6 @@ wait_port() {
     return 1
 }
 
-# apt_install PKG...: installs Debian packages (INSTALL=1), or dies naming them.
 # missing CMD:PACKAGE...: prints the package of each command found neither on PATH nor
 # in /usr/sbin.
 missing() {
@@ -60,6 +59,7 @@ missing() {
     done
 }
 
+# apt_install PKG...: installs Debian packages (INSTALL=1), or dies naming them.
 apt_install() {
     [[ $INSTALL == 1 ]] || die "missing: $* (INSTALL=0)"
     log "installing $*"

@@ -345,13 +345,8 @@ impl Acceptor {
         runtime.block_on(async move {
             // This worker's upstream requests go out in batches.
             #[cfg(target_os = "linux")]
-            match crate::upstream::send_batch::install() {
-                Ok(()) => {
-                    tokio::spawn(crate::upstream::send_batch::flush_when_woken());
-                }
-                Err(error) => {
-                    tracing::debug!(%error, "io_uring unavailable: upstream requests are sent one by one");
-                }
+            if let Err(error) = crate::upstream::send_batch::install() {
+                tracing::debug!(%error, "io_uring unavailable: upstream requests are sent one by one");
             }
             self.accept(listener).await;
             // The connections this worker serves are tasks of its runtime:

@@ -479,23 +479,12 @@ impl Body for PooledBody {
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
         let this = &mut *self;
         let body = Pin::new(&mut this.body);
-        let frame = match &this.give_back {
+        let frame = std::task::ready!(match &this.give_back {
             // Taking the last bytes wakes the connection's task for nothing
             // (see `spent_wake`); any other wake-up is passed on.
-            Some(GiveBack { relay, .. }) => {
-                let (polled, held) = relay.hold_wakes(|| body.poll_frame(cx));
-                let ended = match &polled {
-                    Poll::Ready(None) => true,
-                    Poll::Ready(Some(Ok(_))) => this.body.is_end_stream(),
-                    Poll::Ready(Some(Err(_))) | Poll::Pending => false,
-                };
-                if held && !ended {
-                    relay.pass_on();
-                }
-                std::task::ready!(polled)
-            }
-            None => std::task::ready!(body.poll_frame(cx)),
-        };
+            Some(GiveBack { relay, .. }) => relay.poll_body(body, cx),
+            None => body.poll_frame(cx),
+        });
         match &frame {
             None => {
                 this.ended = true;

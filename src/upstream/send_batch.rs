@@ -14,7 +14,7 @@
 //!
 //! So a worker thread that [`install`]s a batch keeps the small writes of
 //! its upstream connections ([`BatchedIo`]) in each connection's outbox,
-//! and a flusher task ([`flush_when_woken`]) sends every outbox in one
+//! and a flusher task (spawned by [`install`]) sends every outbox in one
 //! `io_uring_enter`. The flusher is woken by the first write of a batch,
 //! and tokio runs it after the tasks already woken, so the connections
 //! that had a request to send in the same pass of the scheduler share the
@@ -54,10 +54,10 @@ const RING_ENTRIES: u32 = 256;
 #[derive(Default)]
 struct Outbox {
     bytes: Vec<u8>,
-    /// In this thread's batch: the next flush sends `bytes`.
+    /// In this thread's batch: the next flush sends `bytes`. Cleared when
+    /// the connection shuts down or drops, so the batch never sends on a
+    /// closed socket's number.
     queued: bool,
-    /// The socket is closed (the connection dropped): never send.
-    closed: bool,
     /// A batched send failed; the next write or flush reports it.
     error: Option<io::Error>,
     /// The connection's task (the waker of its last batched write), woken
@@ -103,6 +103,21 @@ impl<T> BatchedIo<T> {
 }
 
 impl<T: Write + Unpin> BatchedIo<T> {
+    /// A write: what a flush left goes first, then `bufs` go to the batch,
+    /// or straight out through `direct` when they cannot.
+    fn poll_write_via(
+        &mut self,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+        direct: impl FnOnce(Pin<&mut T>, &mut Context<'_>) -> Poll<io::Result<usize>>,
+    ) -> Poll<io::Result<usize>> {
+        std::task::ready!(self.poll_drain(cx))?;
+        if let Some(polled) = self.try_batch(cx, bufs) {
+            return polled;
+        }
+        direct(Pin::new(&mut self.inner), cx)
+    }
+
     /// Writes what a flush left in the outbox, straight to the socket.
     /// Ready when the outbox is empty (or not waiting for the batch).
     fn poll_drain(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -183,29 +198,23 @@ impl<T: Read + Unpin> Read for BatchedIo<T> {
 
 impl<T: Write + Unpin> Write for BatchedIo<T> {
     fn poll_write(
-        mut self: Pin<&mut Self>,
+        self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        let this = &mut *self;
-        std::task::ready!(this.poll_drain(cx))?;
-        if let Some(polled) = this.try_batch(cx, &[io::IoSlice::new(buf)]) {
-            return polled;
-        }
-        Pin::new(&mut this.inner).poll_write(cx, buf)
+        self.get_mut()
+            .poll_write_via(cx, &[io::IoSlice::new(buf)], |io, cx| {
+                io.poll_write(cx, buf)
+            })
     }
 
     fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
+        self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        let this = &mut *self;
-        std::task::ready!(this.poll_drain(cx))?;
-        if let Some(polled) = this.try_batch(cx, bufs) {
-            return polled;
-        }
-        Pin::new(&mut this.inner).poll_write_vectored(cx, bufs)
+        self.get_mut()
+            .poll_write_via(cx, bufs, |io, cx| io.poll_write_vectored(cx, bufs))
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -239,7 +248,6 @@ impl<T> Drop for BatchedIo<T> {
         // still deliver them after a close (best effort: never blocks).
         if let Some(shared) = &self.shared {
             let mut outbox = shared.outbox();
-            outbox.closed = true;
             if std::mem::take(&mut outbox.queued) {
                 use std::io::Write as _;
                 use std::os::fd::FromRawFd;
@@ -292,8 +300,9 @@ fn enqueue(shared: &Arc<Shared>) -> bool {
     })
 }
 
-/// Gives this thread a batch (an io_uring). Call it on a worker thread with
-/// a current-thread runtime, and spawn [`flush_when_woken`] on it.
+/// Gives this thread a batch (an io_uring) and spawns its flusher. Call it
+/// inside a current-thread runtime on the thread that runs it (a proxy
+/// worker): the flusher must run on the thread whose writes it sends.
 ///
 /// # Errors
 ///
@@ -312,13 +321,13 @@ pub fn install() -> io::Result<()> {
             sends: 0,
         });
     });
+    tokio::spawn(flush_when_woken());
     Ok(())
 }
 
 /// The flusher: sends the batch each time its first write wakes it. Runs
-/// for as long as the runtime does; spawn it on the thread that called
-/// [`install`].
-pub async fn flush_when_woken() {
+/// for as long as the runtime does.
+async fn flush_when_woken() {
     std::future::poll_fn(|cx| {
         BATCH.with(|cell| {
             let mut taken = cell.borrow_mut().take();
@@ -348,12 +357,12 @@ struct Sending {
 
 /// Sends every queued outbox, `RING_ENTRIES` per system call.
 fn flush(batch: &mut Batch) -> io::Result<()> {
-    let queue = std::mem::take(&mut batch.queue);
-    let mut sending: Vec<Sending> = Vec::with_capacity(queue.len());
-    for shared in queue {
+    let mut sending: Vec<Sending> = Vec::with_capacity(batch.queue.len());
+    // Drained, not taken: the queue keeps its room for the next batch.
+    for shared in batch.queue.drain(..) {
         let bytes = {
             let mut outbox = shared.outbox();
-            if !outbox.queued || outbox.closed {
+            if !outbox.queued {
                 continue;
             }
             outbox.queued = false;
@@ -514,8 +523,7 @@ mod tests {
             .enable_all()
             .build()
             .expect("runtime");
-        install().expect("io_uring");
-        runtime.spawn(flush_when_woken());
+        runtime.block_on(async { install().expect("io_uring") });
         runtime
     }
 

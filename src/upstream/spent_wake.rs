@@ -13,12 +13,12 @@
 //! nobody").
 //!
 //! [`Relayed`] drives a connection with a waker of its own, which passes
-//! each wake-up on to the task, except while [`WakeRelay::hold_wakes`] is
-//! running on the same thread: wake-ups from inside it are held, and the
-//! reader passes them on afterwards unless the body has ended, when no
-//! sender is left to want them. Only code inside the call can fire a
-//! wake-up on this thread while it runs; wake-ups from other threads pass
-//! straight through.
+//! each wake-up on to the task, except while [`WakeRelay::poll_body`] is
+//! polling one of the connection's bodies on the same thread: wake-ups from
+//! inside that poll are held, and passed on afterwards unless the body has
+//! ended, when no sender is left to want them. Only code inside the poll
+//! can fire a wake-up on this thread while it runs; wake-ups from other
+//! threads pass straight through.
 
 use std::cell::Cell;
 use std::future::Future;
@@ -27,6 +27,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
 use atomic_waker::AtomicWaker;
+use bytes::Bytes;
+use http_body::{Body, Frame};
+use hyper::body::Incoming;
 
 thread_local! {
     /// The relay whose wake-ups this thread is holding (its address), or 0.
@@ -45,11 +48,29 @@ pub struct WakeRelay {
 }
 
 impl WakeRelay {
-    /// Runs `poll_body` (a poll of one of this connection's response bodies)
-    /// with the connection's wake-ups held, and returns its result and
-    /// whether a wake-up was held. The caller passes it on with
-    /// [`WakeRelay::pass_on`] unless the body has ended.
-    pub fn hold_wakes<R>(&self, poll_body: impl FnOnce() -> R) -> (R, bool) {
+    /// Polls `body`, one of this connection's response bodies, and passes
+    /// on the connection's wake-ups from inside the poll unless the body
+    /// has ended with it.
+    pub fn poll_body(
+        &self,
+        mut body: Pin<&mut Incoming>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let (polled, held) = self.hold_wakes(|| body.as_mut().poll_frame(cx));
+        let ended = match &polled {
+            Poll::Ready(None) => true,
+            Poll::Ready(Some(Ok(_))) => body.is_end_stream(),
+            Poll::Ready(Some(Err(_))) | Poll::Pending => false,
+        };
+        if held && !ended {
+            self.pass_on();
+        }
+        polled
+    }
+
+    /// Runs `poll_body` with the connection's wake-ups held, and returns its
+    /// result and whether a wake-up was held.
+    fn hold_wakes<R>(&self, poll_body: impl FnOnce() -> R) -> (R, bool) {
         let me = std::ptr::from_ref(self) as usize;
         let outer = HOLDING.replace(me);
         let outer_held = HELD.replace(false);
@@ -60,7 +81,7 @@ impl WakeRelay {
     }
 
     /// Wakes the connection's task.
-    pub fn pass_on(&self) {
+    fn pass_on(&self) {
         #[cfg(test)]
         self.passed
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
