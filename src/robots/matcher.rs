@@ -76,6 +76,19 @@ impl<'a> AgentRules<'a> {
         decide(self.robots, self.groups.iter().copied(), self.scope, &path)
     }
 
+    /// The verdict for `path`, a path with its params and query as in an
+    /// origin-form request target: unlike [`AgentRules::check`] it is not read
+    /// as a URL, so a leading `//` is part of the path rather than the start
+    /// of an authority. A `#fragment` is dropped.
+    pub fn check_path(&self, path: &str) -> Verdict<'a> {
+        let path = path.as_bytes();
+        let path = &path[..memchr::memchr(b'#', path).unwrap_or(path.len())];
+        if path == b"/robots.txt" {
+            return robots_txt_itself();
+        }
+        decide(self.robots, self.groups.iter().copied(), self.scope, path)
+    }
+
     /// Which groups apply.
     pub fn scope(&self) -> Scope {
         self.scope

@@ -24,6 +24,7 @@ mod lex;
 mod matcher;
 mod parse;
 mod pattern;
+mod spelling;
 mod url;
 
 pub use agent::{is_global_agent, product_token, robots_value_token};
@@ -31,6 +32,9 @@ pub use diagnostics::{Diagnostic, DiagnosticKind};
 pub use lex::MAX_LINE_LEN;
 pub use matcher::{AgentRules, MatchedRule, Scope, Verdict};
 pub use pattern::matches_reference as pattern_matches_reference;
+pub use spelling::{
+    fold_case, judge, normalise, served_forms, Judgment, ServedForm, Spelling, Spellings,
+};
 pub use url::path_params_query;
 
 use std::ops::Range;
@@ -132,6 +136,14 @@ impl RobotsTxt {
     /// as diagnostics. Every byte is parsed; size caps belong to the fetcher.
     pub fn parse(body: &[u8]) -> RobotsTxt {
         parse::parse(body)
+    }
+
+    /// Parses `body` with its ASCII letters lower-cased, for judging paths
+    /// folded by [`fold_case`] (the opt-in `case-insensitive` spelling).
+    /// Lines, groups and rules are the file's own; the pattern normaliser
+    /// upper-cases the escapes again, as [`fold_case`] leaves them.
+    pub fn parse_case_folded(body: &[u8]) -> RobotsTxt {
+        parse::parse(&body.to_ascii_lowercase())
     }
 
     /// Shortcut for `self.for_agent(agent).check(url)`, without allocating.
