@@ -19,6 +19,8 @@ use std::time::Duration;
 use ipnet::IpNet;
 use serde::Deserialize;
 
+use crate::robots::{Spelling, Spellings};
+
 /// The duration syntax [`parse_duration`] accepts, quoted in every duration error.
 const DURATION_UNITS: &str = "a duration string such as \"500ms\", \"1.5s\" or \"24h\": \
                               a number followed by a unit, ms, s, m, h or d";
@@ -320,6 +322,12 @@ pub struct RobotsConfig {
     /// `failure_ttl` it caps that too. Default 1 h.
     #[serde(deserialize_with = "de::nonzero_duration")]
     pub max_failure_ttl: Duration,
+    /// How servers may read a URL beyond its RFC 3986 normal form, each judged too (the
+    /// most restrictive verdict wins): `merge-slashes`, `decode-slash`,
+    /// `strip-path-params`, `backslash`, and the opt-in `case-insensitive`. May be
+    /// empty. Default: the first four.
+    #[serde(deserialize_with = "de::spellings")]
+    pub equivalent_spellings: Spellings,
 }
 
 impl Default for RobotsConfig {
@@ -335,6 +343,7 @@ impl Default for RobotsConfig {
             stale_for: Duration::from_secs(30 * 86_400),
             failure_ttl: Duration::from_secs(60),
             max_failure_ttl: Duration::from_secs(3600),
+            equivalent_spellings: Spellings::DEFAULT,
         }
     }
 }
@@ -676,6 +685,30 @@ mod de {
         })
     }
 
+    /// A list of spelling names (see [`Spelling::name`]), without repeats.
+    pub fn spellings<'de, D: Deserializer<'de>>(d: D) -> Result<Spellings, D::Error> {
+        let names = Vec::<String>::deserialize(d)?;
+        let accepted = || {
+            Spelling::ALL
+                .map(|s| format!("\"{}\"", s.name()))
+                .join(", ")
+        };
+        let mut set = Spellings::NONE;
+        for name in &names {
+            let spelling = Spelling::from_name(name).ok_or_else(|| {
+                D::Error::custom(format!(
+                    "unknown spelling \"{name}\": expected a list of {}",
+                    accepted()
+                ))
+            })?;
+            if set.contains(spelling) {
+                return Err(D::Error::custom(format!("\"{name}\" is listed twice")));
+            }
+            set = set.with(spelling);
+        }
+        Ok(set)
+    }
+
     /// A whole number of at least 1, as any non-zero integer type.
     pub fn at_least_one<'de, D, T>(d: D) -> Result<T, D::Error>
     where
@@ -920,7 +953,7 @@ mod tests {
             .values()
             .map(|section| section.as_table().map_or(0, |t| t.len()))
             .sum();
-        assert_eq!(count, 13 + 4 + 10 + 7 + 5 + 1 + 4 + 2);
+        assert_eq!(count, 13 + 4 + 11 + 7 + 5 + 1 + 4 + 2);
         assert!(text.contains("# robot_name = "));
     }
 

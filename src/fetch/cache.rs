@@ -483,8 +483,8 @@ fn later(at: Instant, d: Duration) -> Instant {
 mod tests {
     use super::*;
     use crate::config::Config;
+    use crate::fetch::RobotsFile;
     use crate::origin::Scheme;
-    use crate::robots::RobotsTxt;
 
     const SEC: Duration = Duration::from_secs(1);
 
@@ -506,7 +506,7 @@ mod tests {
 
     fn parsed(ttl: Duration) -> FetchOutcome {
         FetchOutcome::Parsed {
-            robots: Arc::new(RobotsTxt::parse(b"User-agent: *\nDisallow: /x\n")),
+            robots: Arc::new(RobotsFile::parse(&b"User-agent: *\nDisallow: /x\n"[..])),
             ttl,
             validators: Validators {
                 etag: Some(http::HeaderValue::from_static("\"v1\"")),

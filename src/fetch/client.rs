@@ -13,10 +13,9 @@ use http_body::Body as _;
 use http_body_util::BodyExt;
 
 use super::ttl::{freshness_lifetime, retry_after};
-use super::{FetchSettings, Validators};
+use super::{FetchSettings, RobotsFile, Validators};
 use crate::origin::Origin;
 use crate::policy::Pacer;
-use crate::robots::RobotsTxt;
 use crate::upstream::{empty_body, ProxyBody, UpstreamBody, UpstreamFailure, UpstreamPools};
 
 /// What one fetch of an origin's robots.txt came to. Each variant is a row of the table
@@ -26,7 +25,7 @@ pub enum FetchOutcome {
     /// A 2xx answer, parsed.
     Parsed {
         /// The parsed file.
-        robots: Arc<RobotsTxt>,
+        robots: Arc<RobotsFile>,
         /// How long it may be used (see [`freshness_lifetime`]).
         ttl: Duration,
         /// `ETag` / `Last-Modified` for a later revalidation.
@@ -261,7 +260,7 @@ impl RobotsFetcher {
         // Parsing is linear and bounded by `max_size`, so it runs here rather than on a
         // blocking thread.
         FetchOutcome::Parsed {
-            robots: Arc::new(RobotsTxt::parse(&buf)),
+            robots: Arc::new(RobotsFile::parse(buf)),
             ttl: self.lifetime(&parts.headers),
             validators: validators_of(&parts.headers),
             truncated,

@@ -141,11 +141,53 @@ pub enum FetchError {
     },
 }
 
+/// A fetched robots.txt: the bytes that were parsed, and the parsed file (which it
+/// derefs to). The bytes are kept for the case-folded parse, made on first use for
+/// sites judged `case-insensitive` (see [`crate::robots::Spelling`]).
+#[derive(Debug)]
+pub struct RobotsFile {
+    body: bytes::Bytes,
+    parsed: RobotsTxt,
+    folded: std::sync::OnceLock<RobotsTxt>,
+}
+
+impl RobotsFile {
+    /// Parses `body` (complete lines, at most `max_size` bytes).
+    pub fn parse(body: impl Into<bytes::Bytes>) -> RobotsFile {
+        let body = body.into();
+        RobotsFile {
+            parsed: RobotsTxt::parse(&body),
+            body,
+            folded: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The bytes that were parsed.
+    pub fn body(&self) -> &[u8] {
+        &self.body
+    }
+
+    /// The file parsed from its lower-cased bytes
+    /// ([`RobotsTxt::parse_case_folded`]), parsed once on first use.
+    pub fn case_folded(&self) -> &RobotsTxt {
+        self.folded
+            .get_or_init(|| RobotsTxt::parse_case_folded(&self.body))
+    }
+}
+
+impl std::ops::Deref for RobotsFile {
+    type Target = RobotsTxt;
+
+    fn deref(&self) -> &RobotsTxt {
+        &self.parsed
+    }
+}
+
 /// What the proxy knows about an origin's robots.txt, and so what it answers clients.
 #[derive(Debug, Clone)]
 pub enum RobotsRules {
     /// A file was fetched (2xx) and parsed: answer by its rules.
-    Parsed(Arc<RobotsTxt>),
+    Parsed(Arc<RobotsFile>),
     /// The file is "unavailable" (4xx other than 429, or a redirect chain that went
     /// nowhere): there are no restrictions (RFC 9309 §2.3.1.3). `status` is the answer
     /// that decided it (a 3xx status for a broken redirect chain).

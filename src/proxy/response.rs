@@ -23,6 +23,23 @@ pub const ROBOTS_URL: HeaderName = HeaderName::from_static("x-robots-guard-robot
 /// `X-Robots-Guard-Agent`: the product token matched against robots.txt.
 pub const AGENT: HeaderName = HeaderName::from_static("x-robots-guard-agent");
 
+/// `X-Robots-Guard-Served-As`: the form a server reads the URL as, when that
+/// form, not the URL as normalised, was disallowed.
+pub const SERVED_AS: HeaderName = HeaderName::from_static("x-robots-guard-served-as");
+/// `X-Robots-Guard-Spelling`: the spellings that lead to that form.
+pub const SPELLING: HeaderName = HeaderName::from_static("x-robots-guard-spelling");
+
+/// A URL disallowed as a server reads it (`//private/x` as `/private/x`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServedAs {
+    /// The path and query as the client sent them.
+    pub sent: String,
+    /// The form a server serves them as.
+    pub form: String,
+    /// The spellings that lead there (`merge-slashes`, ...).
+    pub spellings: String,
+}
+
 /// An answer made by the proxy instead of the origin.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Answer {
@@ -40,6 +57,9 @@ pub enum Answer {
         line: u32,
         /// Where the rules came from.
         robots_url: String,
+        /// When a server's reading of the URL decided rather than its
+        /// normal form: how the client spelled it and what it is served as.
+        served_as: Option<ServedAs>,
     },
     /// 403: robots.txt answered 4xx and `robots.on_4xx = "disallow"`.
     RobotsForbidden {
@@ -192,11 +212,24 @@ impl Answer {
                 pattern,
                 line,
                 robots_url,
-            } => format!(
-                "403 Forbidden by robots.txt\n\n{origin} does not allow `{agent}` to fetch this URL.\n\
-                 Deciding rule: `{}: {pattern}` on line {line} of {robots_url}\n",
-                kind.as_str()
-            ),
+                served_as,
+            } => {
+                let rule = format!("{}: {pattern}", kind.as_str());
+                let served = match served_as {
+                    Some(ServedAs {
+                        sent,
+                        form,
+                        spellings,
+                    }) => format!(
+                        "`{sent}` is served as `{form}` ({spellings}): {rule} (line {line})\n"
+                    ),
+                    None => String::new(),
+                };
+                format!(
+                    "403 Forbidden by robots.txt\n\n{origin} does not allow `{agent}` to fetch this URL.\n\
+                     {served}Deciding rule: `{rule}` on line {line} of {robots_url}\n"
+                )
+            }
             Answer::RobotsForbidden {
                 origin,
                 status,
@@ -286,12 +319,17 @@ impl Answer {
                 pattern,
                 line,
                 robots_url,
+                served_as,
                 ..
             } => {
                 put(RULE, &format!("{}: {pattern}", kind.as_str()));
                 put(LINE, &line.to_string());
                 put(ROBOTS_URL, robots_url);
                 put(AGENT, agent);
+                if let Some(served) = served_as {
+                    put(SERVED_AS, &served.form);
+                    put(SPELLING, &served.spellings);
+                }
             }
             Answer::RobotsForbidden { robots_url, .. } => put(ROBOTS_URL, robots_url),
             Answer::RobotsUnreachable {
@@ -338,6 +376,7 @@ mod tests {
             pattern: "/private".into(),
             line: 7,
             robots_url: "http://example.com/robots.txt".into(),
+            served_as: None,
         };
         let body = answer.body();
         assert!(body.contains("`disallow: /private` on line 7 of http://example.com/robots.txt"));

@@ -13,10 +13,11 @@ use tokio::time::Instant;
 
 use super::forward::{self, ForwardError, HoldingBody};
 use super::idle::Activity;
-use super::response::Answer;
+use super::response::{Answer, ServedAs};
 use super::state::ProxyState;
 use crate::fetch::{RobotsEntry, RobotsRules};
 use crate::origin::{Origin, OriginError};
+use crate::robots::{Spelling, Spellings};
 use crate::telemetry::{log_request, RequestRecord};
 use crate::upstream::{BoxError, ClientBodyError, ProxyBody, UpstreamFailure};
 
@@ -152,6 +153,10 @@ async fn pipeline(
     // 2. Parse the target; refuse denied destinations and crawler traps.
     let origin = target_origin(state, &request)?;
     respell_target(&mut request, &origin);
+    // The client's spelling, for a refusal that names it (a cheap clone of
+    // shared bytes); then the RFC 3986 normal form, judged and forwarded.
+    let sent = request.uri().clone();
+    normalise_target(&mut request)?;
     host_out.push_str(&origin.host);
     check_destination(state, &origin).await?;
     check_path_repeats(state, request.uri().path())?;
@@ -174,8 +179,9 @@ async fn pipeline(
     let mut rule_line = None;
     if request.uri().path() != "/robots.txt" {
         let path = request.uri().path_and_query().map_or("/", |pq| pq.as_str());
+        let sent = sent.path_and_query().map_or("/", |pq| pq.as_str());
         let entry = state.robots.lookup(&origin).await;
-        let verdict = robots_verdict(state, &entry, &origin, agent, Scope::Path(path))?;
+        let verdict = robots_verdict(state, &entry, &origin, agent, Scope::Path { path, sent })?;
         delay = verdict.delay;
         rule_line = verdict.line;
     }
@@ -346,6 +352,32 @@ fn target_origin(state: &ProxyState, request: &Request<ProxyBody>) -> Result<Ori
     Ok(origin)
 }
 
+/// Rewrites the request's path and query into their RFC 3986 normal form
+/// ([`crate::robots::normalise`]): what robots.txt is judged against and what
+/// the origin receives, so the two cannot differ.
+fn normalise_target(request: &mut Request<ProxyBody>) -> Result<(), Refusal> {
+    let Some(path_and_query) = request.uri().path_and_query() else {
+        return Ok(());
+    };
+    let std::borrow::Cow::Owned(normal) = crate::robots::normalise(path_and_query.as_str()) else {
+        return Ok(());
+    };
+    let refused = |reason: String| {
+        refuse(
+            Answer::BadRequest { reason },
+            Outcome::refused("bad-request"),
+        )
+    };
+    let mut parts = request.uri().clone().into_parts();
+    parts.path_and_query = Some(
+        http::uri::PathAndQuery::try_from(normal)
+            .map_err(|e| refused(format!("the normalised request target is invalid: {e}")))?,
+    );
+    *request.uri_mut() = http::Uri::from_parts(parts)
+        .map_err(|e| refused(format!("the normalised request target is invalid: {e}")))?;
+    Ok(())
+}
+
 /// Writes the origin's spelling of an address into the request's target
 /// (`127.1` → `127.0.0.1`, see [`Origin::respelled`]); names are left as
 /// the client wrote them. A `Host` field that then no longer names the
@@ -474,8 +506,14 @@ pub(super) struct RobotsOk {
 /// What a robots.txt verdict is about.
 #[derive(Clone, Copy)]
 pub(super) enum Scope<'a> {
-    /// One request's path (and query).
-    Path(&'a str),
+    /// One request's path and query, in normal form, and as the client sent
+    /// them (for a refusal that names a server's reading of it).
+    Path {
+        /// The normal form.
+        path: &'a str,
+        /// The client's spelling.
+        sent: &'a str,
+    },
     /// A whole tunnel (CONNECT in tunnel mode): refused only when the agent
     /// may fetch nothing at all; the rule reported is the one for `/`.
     Anything,
@@ -492,13 +530,30 @@ pub(super) fn robots_verdict(
     match &entry.rules {
         RobotsRules::Parsed(robots) => {
             let rules = robots.for_agent(agent);
-            let (path, refusable) = match scope {
-                Scope::Path(path) => (path, true),
-                Scope::Anything => ("/", rules.disallows_everything()),
+            let spellings = state.spellings;
+            let folded = spellings
+                .contains(Spelling::CaseInsensitive)
+                .then(|| robots.case_folded().for_agent(agent));
+            let (judgment, refusable, sent) = match scope {
+                Scope::Path { path, sent } => (
+                    crate::robots::judge(&rules, folded.as_ref(), path, spellings),
+                    true,
+                    sent,
+                ),
+                Scope::Anything => (
+                    crate::robots::judge(&rules, None, "/", Spellings::NONE),
+                    rules.disallows_everything(),
+                    "/",
+                ),
             };
-            let verdict = rules.check(path);
+            let verdict = judgment.verdict;
             let line = verdict.rule.map(|r| r.line);
             if let (false, true, Some(rule)) = (verdict.allowed, refusable, verdict.rule) {
+                let served_as = judgment.served_as.map(|form| ServedAs {
+                    sent: sent.to_owned(),
+                    form: form.target,
+                    spellings: form.spellings.to_string(),
+                });
                 return Err(refuse(
                     Answer::RobotsDisallow {
                         origin: origin.to_string(),
@@ -507,6 +562,7 @@ pub(super) fn robots_verdict(
                         pattern: rule.pattern.to_string(),
                         line: rule.line,
                         robots_url: entry.robots_url.clone(),
+                        served_as,
                     },
                     Outcome {
                         verdict: "disallowed",

@@ -41,6 +41,9 @@ pub struct ProxyState {
     /// HTTP/1.1-only clients for upgrade requests: a WebSocket handshake
     /// cannot ride an HTTP/2 connection.
     pub upgrade_client: UpstreamPools,
+    /// `robots.equivalent_spellings`: the server readings judged beside the
+    /// normal form.
+    pub spellings: crate::robots::Spellings,
     /// `rate_limit.honor_crawl_delay`.
     pub honor_crawl_delay: bool,
     /// `rate_limit.max_crawl_delay`.
@@ -283,6 +286,7 @@ impl ProxyState {
             pacer,
             client,
             upgrade_client,
+            spellings: config.robots.equivalent_spellings,
             honor_crawl_delay: rate.honor_crawl_delay,
             max_crawl_delay: rate.max_crawl_delay,
             upstream_timeout: config.proxy.upstream_timeout,
