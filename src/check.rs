@@ -1,12 +1,18 @@
-//! `robots-guard check`: test a robots.txt from the shell (DESIGN.md §8).
+//! `robots-guard check`: test a robots.txt from the shell.
 //!
 //! One line per URL, starting with `allowed` or `disallowed`, then the URL,
 //! then the deciding rule and its line when a rule decided. Fields are
 //! separated by tabs so scripts can `cut -f1`.
+//!
+//! Two views: by default Google's verdict for the URL exactly as written,
+//! which is what site owners test their files against; with `--as-proxy`
+//! the proxy's, which judges the RFC 3986 normal form and the forms servers
+//! read it as ([`crate::robots::judge`]) and names the one that decided.
 
 use std::io::{self, Write};
 
-use crate::robots::{product_token, RobotsTxt, Scope};
+use crate::origin::Origin;
+use crate::robots::{judge, normalise, product_token, RobotsTxt, Scope, Spelling, Spellings};
 
 /// What to check.
 #[derive(Debug, Clone)]
@@ -15,10 +21,30 @@ pub struct CheckRequest<'a> {
     pub robots: &'a [u8],
     /// The product token to match groups against.
     pub agent: &'a str,
-    /// URLs (absolute or paths), percent-encoded as a client would send them.
+    /// URLs (absolute http(s) URLs, or paths starting with `/`),
+    /// percent-encoded as a client would send them.
     pub urls: &'a [String],
     /// Also print the parse diagnostics and what applies to the agent.
     pub explain: bool,
+    /// `Some(spellings)`: judge as the proxy does, with these spellings;
+    /// `None`: Google's verdict for the URL as written.
+    pub as_proxy: Option<Spellings>,
+}
+
+/// Why `check` could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    /// A URL is neither an http(s) URL nor a path.
+    #[error("`{url}` is not something the proxy could fetch: {why}")]
+    Url {
+        /// The URL as given.
+        url: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// Writing the answer failed.
+    #[error(transparent)]
+    Io(#[from] io::Error),
 }
 
 /// The agent token to use: `--agent` as given, or the product token of a
@@ -32,13 +58,34 @@ pub fn agent_token<'a>(agent: Option<&'a str>, user_agent: Option<&'a str>) -> O
 ///
 /// # Errors
 ///
-/// Only the errors of writing to `out`.
-pub fn run(request: &CheckRequest<'_>, out: &mut impl Write) -> io::Result<bool> {
+/// [`CheckError::Url`] before anything is written when a URL is not an
+/// http(s) URL or a path (`ftp://x/y`, `http://exa mple.com/`, `x/y`);
+/// [`CheckError::Io`] when writing to `out` fails.
+pub fn run(request: &CheckRequest<'_>, out: &mut impl Write) -> Result<bool, CheckError> {
+    let targets = request
+        .urls
+        .iter()
+        .map(|url| request_target(url))
+        .collect::<Result<Vec<_>, _>>()?;
     let robots = RobotsTxt::parse(request.robots);
+    let folded = RobotsTxt::parse_case_folded(request.robots);
     let rules = robots.for_agent(request.agent);
+    let folded_rules = folded.for_agent(request.agent);
     let mut any_disallowed = false;
-    for url in request.urls {
-        let verdict = rules.check(url);
+    for (url, target) in request.urls.iter().zip(&targets) {
+        let (verdict, note) = match request.as_proxy {
+            None => (rules.check(url), String::new()),
+            Some(spellings) => {
+                let normal = normalise(target);
+                let judgment = judge(&rules, Some(&folded_rules), &normal, spellings);
+                let note = match &judgment.served_as {
+                    Some(form) => format!("\tserved as {} ({})", form.target, form.spellings),
+                    None if normal != *target => format!("\tforwarded as {normal}"),
+                    None => String::new(),
+                };
+                (judgment.verdict, note)
+            }
+        };
         any_disallowed |= !verdict.allowed;
         let word = if verdict.allowed {
             "allowed"
@@ -54,25 +101,93 @@ pub fn run(request: &CheckRequest<'_>, out: &mut impl Write) -> io::Result<bool>
                 };
                 writeln!(
                     out,
-                    "{word}\t{url}\t{}: {}\tline {}{via}",
+                    "{word}\t{url}\t{}: {}\tline {}{via}{note}",
                     rule.kind.as_str(),
                     rule.pattern,
                     rule.line
                 )?;
             }
             (None, Scope::RobotsTxt) => {
-                writeln!(out, "{word}\t{url}\t/robots.txt is always allowed")?
+                writeln!(out, "{word}\t{url}\t/robots.txt is always allowed{note}")?
             }
-            (None, _) => writeln!(out, "{word}\t{url}")?,
+            (None, _) => writeln!(out, "{word}\t{url}{note}")?,
         }
     }
     if request.explain {
-        explain(&robots, request.agent, out)?;
+        explain(&robots, request.robots, request.agent, out)?;
     }
     Ok(any_disallowed)
 }
 
-fn explain(robots: &RobotsTxt, agent: &str, out: &mut impl Write) -> io::Result<()> {
+/// The origin-form target (path and query) of `url`: a path as given, or
+/// the path and query of an absolute http(s) URL with a valid host.
+fn request_target(url: &str) -> Result<String, CheckError> {
+    let bad = |why: &str| CheckError::Url {
+        url: url.to_owned(),
+        why: why.to_owned(),
+    };
+    if url.starts_with('/') {
+        return http::uri::PathAndQuery::try_from(url)
+            .map(|pq| pq.as_str().to_owned())
+            .map_err(|e| bad(&format!("not a valid path ({e})")));
+    }
+    if !url.contains("://") {
+        return Err(bad(
+            "expected an http(s) URL such as https://example.com/x, or a path starting with /",
+        ));
+    }
+    let uri: http::Uri = url
+        .parse()
+        .map_err(|e| bad(&format!("not a valid URL ({e})")))?;
+    Origin::from_uri(&uri).map_err(|e| bad(&e.to_string()))?;
+    Ok(uri
+        .path_and_query()
+        .map_or_else(|| "/".to_owned(), |pq| pq.as_str().to_owned()))
+}
+
+/// The spellings named in a comma-separated list (`--spellings`).
+///
+/// # Errors
+///
+/// The unknown name, with the accepted ones.
+pub fn parse_spellings(list: &str) -> Result<Spellings, String> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|name| !name.is_empty())
+        .map(|name| {
+            Spelling::from_name(name).ok_or_else(|| {
+                let accepted: Vec<&str> = Spelling::ALL.iter().map(|s| s.name()).collect();
+                format!(
+                    "unknown spelling `{name}`; expected any of {}",
+                    accepted.join(", ")
+                )
+            })
+        })
+        .collect()
+}
+
+/// Lines as a person counts them: one per line ending (CRLF is one), plus
+/// an unterminated last line. The parser's own count includes the empty
+/// line after a final line ending, as the reference's does.
+fn lines_in(body: &[u8]) -> usize {
+    let mut lines = 0;
+    let mut i = 0;
+    while i < body.len() {
+        match body[i] {
+            b'\r' if body.get(i + 1) == Some(&b'\n') => {
+                lines += 1;
+                i += 1;
+            }
+            b'\r' | b'\n' => lines += 1,
+            _ => {}
+        }
+        i += 1;
+    }
+    let unterminated = body.last().is_some_and(|&b| b != b'\n' && b != b'\r');
+    lines + usize::from(unterminated)
+}
+
+fn explain(robots: &RobotsTxt, body: &[u8], agent: &str, out: &mut impl Write) -> io::Result<()> {
     let rules = robots.for_agent(agent);
     let scope = match rules.scope() {
         Scope::Specific => format!("groups naming `{agent}`"),
@@ -82,7 +197,7 @@ fn explain(robots: &RobotsTxt, agent: &str, out: &mut impl Write) -> io::Result<
     writeln!(
         out,
         "# {} lines, {} groups, {} rules; `{agent}` gets {scope}",
-        robots.line_count(),
+        lines_in(body),
         robots.group_count(),
         robots.rule_count()
     )?;
@@ -106,6 +221,20 @@ fn explain(robots: &RobotsTxt, agent: &str, out: &mut impl Write) -> io::Result<
 mod tests {
     use super::*;
 
+    fn checked(robots: &[u8], urls: &[&str], as_proxy: Option<Spellings>) -> (bool, String) {
+        let urls: Vec<String> = urls.iter().map(|u| (*u).to_owned()).collect();
+        let request = CheckRequest {
+            robots,
+            agent: "FooBot",
+            urls: &urls,
+            explain: false,
+            as_proxy,
+        };
+        let mut out = Vec::new();
+        let disallowed = run(&request, &mut out).expect("valid URLs");
+        (disallowed, String::from_utf8(out).expect("utf-8"))
+    }
+
     #[test]
     fn prints_one_line_per_url_with_rule_and_line() {
         let urls = vec![
@@ -118,6 +247,7 @@ mod tests {
             agent: "FooBot",
             urls: &urls,
             explain: true,
+            as_proxy: None,
         };
         let mut out = Vec::new();
         assert!(run(&request, &mut out).expect("writes to a Vec"));
@@ -132,9 +262,88 @@ mod tests {
             lines[2],
             "allowed\t/robots.txt\t/robots.txt is always allowed"
         );
-        assert!(lines[3].starts_with("# 5 lines, 1 groups, 1 rules"));
+        assert!(
+            lines[3].starts_with("# 4 lines, 1 groups, 1 rules"),
+            "{}",
+            lines[3]
+        );
         assert_eq!(lines[4], "# pacing: at least 2.000s between requests");
         assert_eq!(lines[5], "# line 4: no `key: value` on this line; ignored");
+    }
+
+    #[test]
+    fn lines_are_counted_as_a_person_counts_them() {
+        assert_eq!(lines_in(b""), 0);
+        assert_eq!(lines_in(b"a"), 1);
+        assert_eq!(lines_in(b"a\n"), 1);
+        assert_eq!(lines_in(b"a\r\nb\rc\n"), 3);
+        assert_eq!(lines_in(b"a\n\nb"), 3);
+    }
+
+    #[test]
+    fn the_exact_view_is_googles_and_the_proxy_view_names_the_spelling() {
+        let robots = b"User-agent: *\nDisallow: /private/\n";
+        let urls = [
+            "/%70rivate/x",
+            "http://e.com//private/x",
+            "/public//../private/x",
+        ];
+        let (any, exact) = checked(robots, &urls, None);
+        assert!(!any, "Google's verdict for the URLs as written: {exact}");
+        let (any, proxy) = checked(robots, &urls, Some(Spellings::DEFAULT));
+        assert!(any);
+        let lines: Vec<&str> = proxy.lines().collect();
+        assert_eq!(
+            lines[0],
+            "disallowed\t/%70rivate/x\tdisallow: /private/\tline 2\tforwarded as /private/x"
+        );
+        assert_eq!(
+            lines[1],
+            "disallowed\thttp://e.com//private/x\tdisallow: /private/\tline 2\t\
+             served as /private/x (merge-slashes)"
+        );
+        assert_eq!(
+            lines[2],
+            "allowed\t/public//../private/x\tforwarded as /public/private/x"
+        );
+    }
+
+    #[test]
+    fn urls_the_proxy_could_not_fetch_are_errors() {
+        for url in [
+            "ftp://x/y",
+            "http://exa mple.com/x",
+            "example.com/a",
+            "/a b",
+            "http:///x",
+        ] {
+            let urls = vec![url.to_owned()];
+            let request = CheckRequest {
+                robots: b"",
+                agent: "FooBot",
+                urls: &urls,
+                explain: false,
+                as_proxy: None,
+            };
+            let mut out = Vec::new();
+            let error = run(&request, &mut out).expect_err(url);
+            assert!(matches!(error, CheckError::Url { .. }), "{url}: {error}");
+            assert!(out.is_empty(), "nothing printed before the error");
+        }
+    }
+
+    #[test]
+    fn spelling_lists_parse() {
+        assert_eq!(parse_spellings(""), Ok(Spellings::NONE));
+        assert_eq!(
+            parse_spellings("merge-slashes, case-insensitive"),
+            Ok(Spellings::NONE
+                .with(Spelling::MergeSlashes)
+                .with(Spelling::CaseInsensitive))
+        );
+        assert!(parse_spellings("merge")
+            .unwrap_err()
+            .contains("merge-slashes"));
     }
 
     #[test]

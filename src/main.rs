@@ -1,4 +1,4 @@
-//! The `robots-guard` command line (DESIGN.md §8).
+//! The `robots-guard` command line: `serve`, `check-config`, `check`, `ca init`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -57,6 +57,20 @@ enum Command {
         /// Also print the parse diagnostics, groups and pacing for the agent.
         #[arg(long)]
         explain: bool,
+        /// Judge as the proxy does: the URL's RFC 3986 normal form (what it
+        /// forwards) and the forms servers read it as, naming the one that
+        /// decided. Without it, Google's verdict for the URL as written.
+        #[arg(long)]
+        as_proxy: bool,
+        /// With --as-proxy: the spellings judged, comma-separated
+        /// (as robots.equivalent_spellings).
+        #[arg(
+            long,
+            value_name = "LIST",
+            requires = "as_proxy",
+            default_value = "merge-slashes,decode-slash,strip-path-params,backslash"
+        )]
+        spellings: String,
         /// URLs or paths to check, percent-encoded.
         #[arg(value_name = "URL", required_unless_present = "explain")]
         urls: Vec<String>,
@@ -84,12 +98,15 @@ fn main() -> ExitCode {
             agent,
             user_agent,
             explain,
+            as_proxy,
+            spellings,
             urls,
         }) => run_check(
             &robots,
             agent.as_deref(),
             user_agent.as_deref(),
             explain,
+            as_proxy.then_some(spellings.as_str()),
             &urls,
         ),
         Some(Command::Serve { config }) => serve(&config),
@@ -281,6 +298,7 @@ fn run_check(
     agent: Option<&str>,
     user_agent: Option<&str>,
     explain: bool,
+    as_proxy: Option<&str>,
     urls: &[String],
 ) -> ExitCode {
     let body = match std::fs::read(robots) {
@@ -294,11 +312,19 @@ fn run_check(
         eprintln!("robots-guard: give --agent TOKEN or --user-agent HEADER");
         return ExitCode::from(2);
     };
+    let as_proxy = match as_proxy.map(check::parse_spellings).transpose() {
+        Ok(spellings) => spellings,
+        Err(e) => {
+            eprintln!("robots-guard: --spellings: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let request = CheckRequest {
         robots: &body,
         agent,
         urls,
         explain,
+        as_proxy,
     };
     let mut stdout = std::io::stdout().lock();
     match check::run(&request, &mut stdout) {
