@@ -7,3 +7,6 @@ cargo test
 if [[ -f tests/e2e.sh ]]; then
   bash tests/e2e.sh
 fi
+if [[ -f tests/spellings_e2e.sh ]]; then
+  bash tests/spellings_e2e.sh
+fi
