@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Process-tree counters for bench/load.sh.
+"""Process-tree counters for bench/load.sh and bench/https-load.sh.
 
     procstat.py PID    -> one JSON line for PID and all its descendants:
     {"cpu_s": user+system CPU seconds (including reaped children),
