@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ipnet::IpNet;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::robots::{Spelling, Spellings};
 
@@ -68,7 +68,46 @@ pub enum ConfigError {
     },
 }
 
+/// The keys read once, when the process starts: the listening socket, the
+/// worker threads and the connection cap, the admin listener, and logging.
+/// A reload cannot apply them (everything else it applies); the proxy names
+/// the ones that changed from this struct's own fields, so that list cannot
+/// drift from what the process really reads once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Startup {
+    /// `[proxy]` keys of the listening socket and its threads.
+    pub proxy: StartupProxy,
+    /// `[admin]`.
+    pub admin: AdminConfig,
+    /// `[log]`.
+    pub log: LogConfig,
+}
+
+/// The `[proxy]` keys of [`Startup`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StartupProxy {
+    /// `proxy.listen`.
+    pub listen: SocketAddr,
+    /// `proxy.max_connections`.
+    pub max_connections: NonZeroUsize,
+    /// `proxy.workers`.
+    pub workers: usize,
+}
+
 impl Config {
+    /// The keys read once at start.
+    pub fn startup(&self) -> Startup {
+        Startup {
+            proxy: StartupProxy {
+                listen: self.proxy.listen,
+                max_connections: self.proxy.max_connections,
+                workers: self.proxy.workers,
+            },
+            admin: self.admin.clone(),
+            log: self.log.clone(),
+        }
+    }
+
     /// Reads and parses the configuration file at `path`.
     ///
     /// # Errors
@@ -421,7 +460,9 @@ pub struct TlsConfig {
     /// Mozilla roots (e.g. a company CA). Default none.
     pub extra_roots: Vec<PathBuf>,
     /// Ports a `CONNECT` may reach; others are refused without contacting them, so the
-    /// proxy cannot tunnel to SSH or SMTP. Non-empty, no port 0. Default `[443]`.
+    /// proxy cannot tunnel to SSH or SMTP. What a tunnel carries is read from its first
+    /// bytes: TLS is intercepted (or tunnelled), plain HTTP (Node's undici tunnels `http://`
+    /// requests too) runs through the pipeline. Non-empty, no port 0. Default `[443, 80]`.
     #[serde(deserialize_with = "de::ports")]
     pub connect_ports: Vec<u16>,
 }
@@ -433,13 +474,13 @@ impl Default for TlsConfig {
             ca_cert: PathBuf::from("certs/ca.pem"),
             ca_key: PathBuf::from("certs/ca.key"),
             extra_roots: Vec::new(),
-            connect_ports: vec![443],
+            connect_ports: vec![443, 80],
         }
     }
 }
 
 /// `[admin]`: the operator's endpoint.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AdminConfig {
     /// Address serving `/metrics` (Prometheus) and `/healthz`. Keep it off the public
@@ -457,7 +498,7 @@ impl Default for AdminConfig {
 }
 
 /// Log line format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LogFormat {
     /// Human-readable lines.
@@ -467,7 +508,7 @@ pub enum LogFormat {
 }
 
 /// `[log]`: logging.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LogConfig {
     /// `text` or `json`. Default `text`.
@@ -480,7 +521,10 @@ pub struct LogConfig {
     /// Where the access log (one record per request) goes: `"off"`, `"stderr"` or a file
     /// path (appended to). Default `off`: each request is still logged at `info` through
     /// the general log.
-    #[serde(deserialize_with = "de::access_log")]
+    #[serde(
+        deserialize_with = "de::access_log",
+        serialize_with = "de::access_log_text"
+    )]
     pub access_log: AccessLog,
     /// Format of the access log records: `json` (one object per line). Default `json`.
     pub access_log_format: AccessLogFormat,
@@ -510,7 +554,7 @@ pub enum AccessLog {
 }
 
 /// `log.access_log_format`: how access log records are written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum AccessLogFormat {
     /// One JSON object per line (JSON Lines). The only format so far; the key exists so
@@ -831,6 +875,15 @@ mod de {
         }
     }
 
+    /// `log.access_log` written back as its config text.
+    pub fn access_log_text<S: serde::Serializer>(log: &AccessLog, s: S) -> Result<S::Ok, S::Error> {
+        match log {
+            AccessLog::Off => s.serialize_str("off"),
+            AccessLog::Stderr => s.serialize_str("stderr"),
+            AccessLog::File(path) => s.serialize_str(&path.to_string_lossy()),
+        }
+    }
+
     /// A `tracing-subscriber` `EnvFilter` directive string.
     pub fn log_filter<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
         let s = String::deserialize(d)?;
@@ -918,7 +971,7 @@ mod tests {
         assert_eq!(c.tls.ca_cert, PathBuf::from("certs/ca.pem"));
         assert_eq!(c.tls.ca_key, PathBuf::from("certs/ca.key"));
         assert!(c.tls.extra_roots.is_empty());
-        assert_eq!(c.tls.connect_ports, vec![443]);
+        assert_eq!(c.tls.connect_ports, vec![443, 80]);
 
         assert_eq!(c.admin.listen, "127.0.0.1:9180".parse().unwrap());
 

@@ -7,6 +7,7 @@ pub mod config;
 pub mod fetch;
 pub mod metrics;
 pub mod origin;
+pub mod outcome;
 pub mod policy;
 pub mod proxy;
 pub mod robots;

@@ -175,7 +175,7 @@ fn serve(config_path: &std::path::Path) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
-        let admin = match AdminServer::bind(config.admin.listen, server.reload_handle()).await {
+        let admin = match AdminServer::bind(config.admin.listen, server.live()).await {
             Ok(admin) => admin,
             Err(e) => {
                 tracing::error!("{e}");
@@ -194,10 +194,7 @@ fn serve(config_path: &std::path::Path) -> ExitCode {
         );
         let admin = tokio::spawn(admin.run());
         #[cfg(unix)]
-        tokio::spawn(reload_on_hangup(
-            server.reload_handle(),
-            config_path.to_path_buf(),
-        ));
+        tokio::spawn(reload_on_hangup(server.live(), config_path.to_path_buf()));
         let served = server.run(shutdown_signal()).await;
         admin.abort();
         match served {
@@ -217,7 +214,7 @@ fn serve(config_path: &std::path::Path) -> ExitCode {
 /// Reloads the configuration file on each SIGHUP. A refused reload is
 /// logged by `reload_from` and changes nothing.
 #[cfg(unix)]
-async fn reload_on_hangup(handle: robots_guard::proxy::ReloadHandle, path: PathBuf) {
+async fn reload_on_hangup(handle: robots_guard::proxy::Live, path: PathBuf) {
     use tokio::signal::unix::{signal, SignalKind};
     let mut hangups = match signal(SignalKind::hangup()) {
         Ok(hangups) => hangups,

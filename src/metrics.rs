@@ -3,9 +3,10 @@
 //!
 //! Two kinds of numbers live here:
 //!
-//! - **Counted by the pipeline**: requests by verdict and status, upstream
-//!   latency, pacing waits and `429`s, open connections. The proxy calls
-//!   [`Metrics::record`] where it logs a finished request,
+//! - **Counted by the pipeline**: requests by outcome and status, upstream
+//!   latency, pacing waits and `429`s, open connections. The pipeline's one
+//!   `finish` calls [`Metrics::record`] with the [`Finished`] record it also
+//!   logs (so nothing here parses an answer to learn what happened),
 //!   [`Metrics::pacing_wait`] after a pacing slot was granted, and
 //!   [`Metrics::connection_opened`] when a connection starts.
 //! - **Read at scrape time** from the parts that already count for
@@ -14,8 +15,8 @@
 //!   ([`LeafMinter::minted_count`]). A [`Collector`] copies them into the
 //!   exposition, so there is one source of truth and nothing to keep in sync.
 //!
-//! Every label has a bounded set of values: verdicts are `&'static str`
-//! chosen by the proxy, status codes are folded into their class when not
+//! Every label has a bounded set of values: outcomes are the [`Reason`]
+//! words, status codes are folded into their class when not
 //! registered, connection kinds are an enum. Hosts and URLs never become
 //! labels (one series per visited host would grow without end); they go to
 //! the status page's bounded per-host map and denial ring instead.
@@ -29,7 +30,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
 use arc_swap::ArcSwapOption;
-use http::{HeaderMap, HeaderName, StatusCode, Uri};
+use http::StatusCode;
 use lru::LruCache;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{
@@ -43,10 +44,8 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 
 use crate::fetch::RobotsCache;
-use crate::origin::{Origin, Scheme};
+use crate::outcome::{Class, Finished, Reason};
 use crate::policy::Pacer;
-use crate::proxy::response::{LINE, REASON, RULE};
-use crate::telemetry::RequestRecord;
 use crate::tls::LeafMinter;
 
 /// Hosts remembered for the status page; the least recently active is
@@ -80,23 +79,10 @@ pub struct ScrapeSources {
     pub robots: RobotsCache,
     /// The pacer (hosts with pacing state).
     pub pacer: Pacer,
-    /// The leaf minter, in intercept mode (certificates minted and cached).
-    /// Swappable because a reload can change the mode or the CA files while
-    /// the registry (and this collector) lives on: see
-    /// [`Metrics::follow_minter`].
+    /// The leaf minter in force, in intercept mode (certificates minted and
+    /// cached); shared with the services, which swap it when a reload names
+    /// another CA or mode.
     pub minter: Arc<ArcSwapOption<LeafMinter>>,
-}
-
-impl ScrapeSources {
-    /// Sources reading `minter` until [`Metrics::follow_minter`] says
-    /// otherwise.
-    pub fn new(robots: RobotsCache, pacer: Pacer, minter: Option<Arc<LeafMinter>>) -> Self {
-        ScrapeSources {
-            robots,
-            pacer,
-            minter: Arc::new(ArcSwapOption::new(minter)),
-        }
-    }
 }
 
 /// The kind of connection counted by [`Metrics::connection_opened`].
@@ -160,33 +146,8 @@ impl EncodeLabelValue for StatusLabel {
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct RequestLabels {
-    verdict: &'static str,
+    outcome: &'static str,
     status: StatusLabel,
-}
-
-/// How a finished request counts on the status page.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Class {
-    /// Forwarded (or tunnelled) to the origin.
-    Allowed,
-    /// Refused by policy: robots.txt, identity, destination rules.
-    Denied,
-    /// Answered `429` by the pacer.
-    Throttled,
-    /// The origin could not be reached or failed its certificate check.
-    Failed,
-}
-
-fn classify(verdict: &str) -> Option<Class> {
-    match verdict {
-        "allowed" | "tunnel" => Some(Class::Allowed),
-        // The CONNECT of an intercepted session is not a request: the
-        // decrypted requests inside it are counted one by one.
-        "intercept" => None,
-        "pacing" => Some(Class::Throttled),
-        "upstream-failed" | "upstream-certificate" => Some(Class::Failed),
-        _ => Some(Class::Denied),
-    }
 }
 
 /// One host's recent activity, for the status page.
@@ -200,8 +161,8 @@ pub struct HostActivity {
     pub throttled: u64,
     /// Requests whose upstream failed (timeout, error, certificate).
     pub failed: u64,
-    /// The verdict of the latest request.
-    pub last_verdict: &'static str,
+    /// How the latest request ended.
+    pub last_outcome: Reason,
     /// The status of the latest request.
     pub last_status: u16,
     /// When the latest request finished.
@@ -221,12 +182,10 @@ pub struct Denial {
     pub url: String,
     /// The agent matched against robots.txt (empty when not known yet).
     pub agent: String,
-    /// The pipeline's verdict (`disallowed`, `identity`, `pacing`, ...).
-    pub verdict: &'static str,
+    /// Why it was refused.
+    pub reason: Reason,
     /// The status sent to the client.
     pub status: u16,
-    /// The answer's `X-Robots-Guard-Reason`, else the verdict.
-    pub reason: String,
     /// The deciding robots.txt rule (`disallow: /private`), if any.
     pub rule: Option<String>,
     /// The rule's line in robots.txt, if any.
@@ -257,6 +216,7 @@ pub struct Metrics {
     pacing_rejected: Counter,
     open_connections: Family<ConnectionLabels, Gauge>,
     connections: Family<ConnectionLabels, Counter>,
+    /// Per [`Class`] but `Session`.
     totals: [AtomicU64; 4],
     activity: Mutex<Activity>,
     started: Instant,
@@ -341,55 +301,51 @@ impl Metrics {
         }
     }
 
-    /// Counts one finished request: called next to its log line with the
-    /// record and the headers of the answer sent (the proxy's own answers
-    /// carry `X-Robots-Guard-Reason`, `-Rule` and `-Line`).
-    pub fn record(&self, r: &RequestRecord<'_>, answer: &HeaderMap) {
+    /// Counts one finished request: called with the record its log line is
+    /// written from.
+    pub fn record(&self, r: &Finished<'_>) {
         self.requests
             .get_or_create(&RequestLabels {
-                verdict: r.verdict,
+                outcome: r.reason.word(),
                 status: StatusLabel::new(r.status),
             })
             .inc();
         if let Some(latency) = r.upstream {
             self.upstream_latency.observe(latency.as_secs_f64());
         }
-        if r.verdict == "pacing" {
+        if r.reason == Reason::Pacing {
             self.pacing_rejected.inc();
         }
-        let Some(class) = classify(r.verdict) else {
+        let Some(slot) = total_slot(r.reason.class()) else {
+            // The CONNECT of an intercepted session is not a request: the
+            // requests read inside it are counted one by one.
             return;
         };
-        self.totals[class as usize].fetch_add(1, Ordering::Relaxed);
+        self.totals[slot].fetch_add(1, Ordering::Relaxed);
         let now = SystemTime::now();
-        let denial = (class != Class::Allowed).then(|| {
-            let header = |name: HeaderName| answer.get(name).and_then(|v| v.to_str().ok());
-            Denial {
-                at: now,
-                client: r.client,
-                method: cut(r.method),
-                url: cut(&r.url.to_string()),
-                agent: cut(r.agent),
-                verdict: r.verdict,
-                status: r.status,
-                reason: cut(header(REASON).unwrap_or(r.verdict)),
-                rule: header(RULE).map(cut),
-                line: r
-                    .rule_line
-                    .or_else(|| header(LINE).and_then(|l| l.parse().ok())),
-            }
+        let class = r.reason.class();
+        let denial = (class != Class::Allowed).then(|| Denial {
+            at: now,
+            client: r.client,
+            method: cut(r.method),
+            url: cut(&r.url.to_string()),
+            agent: cut(r.agent),
+            reason: r.reason,
+            status: r.status,
+            rule: r.rule.and_then(|rule| {
+                rule.pattern
+                    .map(|pattern| cut(&format!("{}: {pattern}", rule.kind.as_str())))
+            }),
+            line: r.rule.map(|rule| rule.line),
         });
-        // The pipeline's host is borrowed: a known host costs no copy.
-        let parsed = r.host.is_none().then(|| request_host(r.method, r.url));
-        let host = r.host.or(parsed.as_ref().and_then(|h| h.as_deref()));
         let mut activity = self.lock();
-        if let Some(host) = host {
+        if let Some(host) = r.host {
             let entry = activity.hosts.get_or_insert_mut_ref(host, || HostActivity {
                 allowed: 0,
                 denied: 0,
                 throttled: 0,
                 failed: 0,
-                last_verdict: r.verdict,
+                last_outcome: r.reason,
                 last_status: r.status,
                 last_seen: now,
             });
@@ -398,8 +354,9 @@ impl Metrics {
                 Class::Denied => entry.denied += 1,
                 Class::Throttled => entry.throttled += 1,
                 Class::Failed => entry.failed += 1,
+                Class::Session => {}
             }
-            entry.last_verdict = r.verdict;
+            entry.last_outcome = r.reason;
             entry.last_status = r.status;
             entry.last_seen = now;
         }
@@ -455,7 +412,9 @@ impl Metrics {
 
     /// Requests per class since start.
     pub fn totals(&self) -> Totals {
-        let load = |class: Class| self.totals[class as usize].load(Ordering::Relaxed);
+        let load = |class: Class| {
+            total_slot(class).map_or(0, |slot| self.totals[slot].load(Ordering::Relaxed))
+        };
         Totals {
             allowed: load(Class::Allowed),
             denied: load(Class::Denied),
@@ -485,12 +444,6 @@ impl Metrics {
         self.started.elapsed()
     }
 
-    /// Makes scrapes read `minter` from now on: a reload that applied a
-    /// new `tls.mode` or CA built a new one (or none).
-    pub fn follow_minter(&self, minter: Option<Arc<LeafMinter>>) {
-        self.sources.minter.store(minter);
-    }
-
     /// The sources read at scrape time, for the status page.
     pub fn sources(&self) -> &ScrapeSources {
         &self.sources
@@ -515,16 +468,15 @@ impl Drop for OpenConnection {
     }
 }
 
-/// The host a logged request went to, as its origin holds it (one spelling
-/// per address; the status page groups rows by it): from an absolute URL,
-/// or from a CONNECT's `host:port`.
-fn request_host(method: &str, uri: &Uri) -> Option<String> {
-    let origin = if method == "CONNECT" {
-        Origin::from_authority(Scheme::Https, uri.authority()?).ok()?
-    } else {
-        Origin::from_uri(uri).ok()?
-    };
-    Some(origin.host)
+/// Where a class is counted in the totals; `Session` is not.
+fn total_slot(class: Class) -> Option<usize> {
+    match class {
+        Class::Allowed => Some(0),
+        Class::Denied => Some(1),
+        Class::Throttled => Some(2),
+        Class::Failed => Some(3),
+        Class::Session => None,
+    }
 }
 
 /// `s`, cut to [`MAX_FIELD_LEN`] bytes at a character boundary.
@@ -658,7 +610,7 @@ mod tests {
             registry.register("r", "h", family.clone());
             family
                 .get_or_create(&RequestLabels {
-                    verdict: "allowed",
+                    outcome: "allowed",
                     status: StatusLabel::new(status),
                 })
                 .inc();
@@ -669,21 +621,6 @@ mod tests {
         assert!(text(404).contains(r#"status="404""#));
         assert!(text(299).contains(r#"status="2xx""#));
         assert!(text(999).contains(r#"status="9xx""#));
-    }
-
-    #[test]
-    fn request_host_is_the_pacing_key() {
-        let host = |method: &str, url: &str| request_host(method, &url.parse().expect("uri"));
-        assert_eq!(
-            host("GET", "http://Example.COM:8080/x?y").as_deref(),
-            Some("example.com")
-        );
-        assert_eq!(host("GET", "https://[::1]:8443/").as_deref(), Some("::1"));
-        assert_eq!(
-            host("CONNECT", "example.org:443").as_deref(),
-            Some("example.org")
-        );
-        assert_eq!(host("GET", "/origin-form"), None);
     }
 
     #[test]
@@ -701,7 +638,6 @@ mod tests {
             connect_timeout: Duration::from_secs(1),
             pool_idle_timeout: Duration::from_secs(1),
             extra_roots: Vec::new(),
-            upgrades: false,
         })
         .expect("client");
         let pacer = Pacer::new(crate::policy::PacingSettings {
@@ -715,28 +651,29 @@ mod tests {
         let robots = RobotsCache::new(crate::fetch::RobotsFetcher::new(
             client,
             pacer.clone(),
-            Arc::new(settings),
+            settings,
         ));
-        Metrics::new(ScrapeSources::new(robots, pacer, None))
+        Metrics::new(ScrapeSources {
+            robots,
+            pacer,
+            minter: Arc::new(ArcSwapOption::empty()),
+        })
     }
 
-    fn record(m: &Metrics, url: &str, verdict: &'static str, status: u16) {
-        m.record(
-            &RequestRecord {
-                client: "127.0.0.1:5000".parse().expect("addr"),
-                host: None,
-                user: None,
-                method: "GET",
-                url: &url.parse().expect("url"),
-                agent: "TestBot",
-                verdict,
-                rule_line: None,
-                status,
-                upstream: None,
-                duration: std::time::Duration::ZERO,
-            },
-            &HeaderMap::new(),
-        );
+    fn record(m: &Metrics, url: &str, host: &str, reason: Reason, status: u16) {
+        m.record(&Finished {
+            client: "127.0.0.1:5000".parse().expect("addr"),
+            host: Some(host),
+            user: None,
+            method: "GET",
+            url: &url.parse().expect("url"),
+            agent: "TestBot",
+            reason,
+            rule: None,
+            status,
+            upstream: None,
+            duration: std::time::Duration::ZERO,
+        });
     }
 
     #[tokio::test]
@@ -746,17 +683,18 @@ mod tests {
             record(
                 &m,
                 &format!("http://a.example/private/{i}"),
-                "disallowed",
+                "a.example",
+                Reason::RobotsDisallow,
                 403,
             );
         }
-        record(&m, "http://b.example/", "allowed", 200);
-        record(&m, "http://b.example/", "pacing", 429);
-        record(&m, "b.example:443", "intercept", 200);
+        record(&m, "http://b.example/", "b.example", Reason::Allowed, 200);
+        record(&m, "http://b.example/", "b.example", Reason::Pacing, 429);
+        record(&m, "b.example:443", "b.example", Reason::Intercept, 200);
         let denials = m.denials();
         assert_eq!(denials.len(), DENIAL_CAPACITY);
         assert_eq!(denials[0].url, "http://b.example/");
-        assert_eq!(denials[0].reason, "pacing");
+        assert_eq!(denials[0].reason, Reason::Pacing);
         assert_eq!(
             denials[DENIAL_CAPACITY - 1].url,
             "http://a.example/private/6"
@@ -772,16 +710,8 @@ mod tests {
             text.contains("robots_guard_pacing_rejected_total 1"),
             "{text}"
         );
-        assert!(text.contains(r#"robots_guard_requests_total{verdict="intercept",status="200"} 1"#));
-    }
-
-    #[test]
-    fn classify_counts_intercept_connects_nowhere() {
-        assert_eq!(classify("allowed"), Some(Class::Allowed));
-        assert_eq!(classify("tunnel"), Some(Class::Allowed));
-        assert_eq!(classify("intercept"), None);
-        assert_eq!(classify("pacing"), Some(Class::Throttled));
-        assert_eq!(classify("disallowed"), Some(Class::Denied));
-        assert_eq!(classify("upstream-failed"), Some(Class::Failed));
+        assert!(text.contains(r#"robots_guard_requests_total{outcome="intercept",status="200"} 1"#));
+        assert!(text
+            .contains(r#"robots_guard_requests_total{outcome="robots-disallow",status="403"} 55"#));
     }
 }

@@ -3,7 +3,6 @@
 
 pub mod access;
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -11,6 +10,7 @@ use std::time::Duration;
 use tracing_subscriber::EnvFilter;
 
 use crate::config::{AccessLog, AccessLogFormat, LogConfig, LogFormat};
+use crate::outcome::Finished;
 use access::AccessLogger;
 
 /// The process's access log, if `log.access_log` is on. Global because
@@ -149,54 +149,49 @@ fn init_tracing(log: &LogConfig) -> Option<tracing_appender::non_blocking::Worke
     installed.ok().map(|()| guard)
 }
 
-/// What one request came to, for its log line.
-#[derive(Debug)]
-pub struct RequestRecord<'a> {
-    /// The client's address.
-    pub client: SocketAddr,
-    /// The authenticated proxy user, if authentication is on.
-    pub user: Option<&'a str>,
-    /// The request method.
-    pub method: &'a str,
-    /// The request target, formatted only where it is written out (a log
-    /// line that is not enabled costs nothing).
-    pub url: &'a http::Uri,
-    /// The target's host as its origin holds it, when the request got that
-    /// far; saves the metrics from parsing `url` again.
-    pub host: Option<&'a str>,
-    /// The product token matched against robots.txt (empty if none yet).
-    pub agent: &'a str,
-    /// `allowed`, `disallowed`, `identity`, `pacing`, ... A fixed word of the
-    /// proxy's (hence `'static`): metrics use it as a label, whose values
-    /// must stay few.
-    pub verdict: &'static str,
-    /// The deciding robots.txt line, if any.
-    pub rule_line: Option<u32>,
-    /// The status sent to the client.
-    pub status: u16,
-    /// Time to the origin's response head, if forwarded.
-    pub upstream: Option<Duration>,
-    /// Time from the request's arrival to its answer's head (bodies are
-    /// streamed afterwards and not counted).
-    pub duration: Duration,
-}
-
 /// Writes the one log line of a finished request, and its access log record.
-pub fn log_request(r: &RequestRecord<'_>) {
+pub fn log_request(r: &Finished<'_>) {
     tracing::info!(
         client = %r.client,
         user = r.user,
         method = r.method,
         url = %r.url,
         agent = r.agent,
-        verdict = r.verdict,
-        rule_line = r.rule_line,
+        outcome = r.reason.word(),
+        rule_line = r.rule.map(|rule| rule.line),
         status = r.status,
-        upstream_ms = r.upstream.map(|d| d.as_secs_f64() * 1000.0),
-        duration_ms = r.duration.as_secs_f64() * 1000.0,
+        upstream_ms = r.upstream.map(millis),
+        duration_ms = millis(r.duration),
         "request"
     );
     if let Some(access) = ACCESS_LOG.get() {
         access.record(r);
+    }
+}
+
+/// Milliseconds with microsecond precision, as a number that prints without
+/// float noise (`0.018`, not `0.017575999999999998`).
+pub fn millis(d: Duration) -> f64 {
+    let micros = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+    // Integer micros to a decimal string and back: the nearest f64 to a
+    // three-decimal number prints as exactly those decimals.
+    format!("{}.{:03}", micros / 1000, micros % 1000)
+        .parse()
+        .unwrap_or(f64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn milliseconds_print_without_float_noise() {
+        assert_eq!(
+            millis(Duration::from_nanos(17_575_999)).to_string(),
+            "17.575"
+        );
+        assert_eq!(millis(Duration::from_nanos(17_576)).to_string(), "0.017");
+        assert_eq!(millis(Duration::from_secs(2)).to_string(), "2000");
+        assert_eq!(millis(Duration::ZERO).to_string(), "0");
     }
 }

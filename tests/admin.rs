@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use robots_guard::admin::AdminServer;
 use robots_guard::config::{Config, TlsMode};
-use robots_guard::proxy::{ReloadHandle, Server};
+use robots_guard::proxy::{Live, Server};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -25,7 +25,7 @@ const ROBOTS: &str = "User-agent: *\nDisallow: /private\n";
 struct Proxy {
     addr: SocketAddr,
     admin: SocketAddr,
-    reload: ReloadHandle,
+    reload: Live,
     dir: PathBuf,
 }
 
@@ -45,13 +45,13 @@ async fn start_proxy(configure: impl FnOnce(&mut Config)) -> Proxy {
     config.tls.ca_key = dir.join("ca.key");
     configure(&mut config);
     let server = Server::bind(&config).await.expect("proxy binds");
-    let admin = AdminServer::bind(config.admin.listen, server.reload_handle())
+    let admin = AdminServer::bind(config.admin.listen, server.live())
         .await
         .expect("admin binds");
     let proxy = Proxy {
         addr: server.local_addr(),
         admin: admin.local_addr(),
-        reload: server.reload_handle(),
+        reload: server.live(),
         dir,
     };
     tokio::spawn(async move {
@@ -188,11 +188,11 @@ async fn metrics_count_requests_fetches_cache_latency_and_connections() {
         assert_eq!(sample(&m, series), Some(want), "{series} in\n{m}");
     };
     expect(
-        r#"robots_guard_requests_total{verdict="allowed",status="200"}"#,
+        r#"robots_guard_requests_total{outcome="allowed",status="200"}"#,
         2.0,
     );
     expect(
-        r#"robots_guard_requests_total{verdict="disallowed",status="403"}"#,
+        r#"robots_guard_requests_total{outcome="robots-disallow",status="403"}"#,
         2.0,
     );
     expect(r#"robots_guard_robots_fetches_total{outcome="ok"}"#, 1.0);
@@ -215,7 +215,13 @@ async fn metrics_count_requests_fetches_cache_latency_and_connections() {
     expect("robots_guard_paced_hosts", 1.0);
     expect(r#"robots_guard_connections_total{kind="client"}"#, 4.0);
     expect("robots_guard_tls_leaf_certificates_minted_total", 0.0);
-    assert!(m.ends_with("# EOF\n"));
+    // The classic text format: counters typed by their `_total` name, no
+    // OpenMetrics-only lines.
+    assert!(
+        m.contains("# TYPE robots_guard_requests_total counter\n"),
+        "{m}"
+    );
+    assert!(!m.contains("# EOF") && !m.contains("# UNIT"), "{m}");
 
     // An idle keep-alive connection is open until the client leaves.
     let open = r#"robots_guard_open_connections{kind="client"}"#;
@@ -236,6 +242,10 @@ async fn metrics_count_requests_fetches_cache_latency_and_connections() {
         answer.header("content-type"),
         Some("application/openmetrics-text; version=1.0.0; charset=utf-8")
     );
+    assert!(answer
+        .body
+        .contains("# TYPE robots_guard_requests counter\n"));
+    assert!(answer.body.ends_with("# EOF\n"));
 }
 
 #[tokio::test]
@@ -263,7 +273,7 @@ async fn pacing_rejections_are_counted() {
     assert_eq!(
         sample(
             &m,
-            r#"robots_guard_requests_total{verdict="pacing",status="429"}"#
+            r#"robots_guard_requests_total{outcome="pacing",status="429"}"#
         ),
         Some(f64::from(rejected))
     );

@@ -324,7 +324,7 @@ async fn serve_with_json_logs_reloads_on_sighup_and_drains_on_sigterm() {
         .map(|r| {
             (
                 r["status"].as_u64().unwrap(),
-                r["verdict"].as_str().unwrap(),
+                r["outcome"].as_str().unwrap(),
             )
         })
         .collect();
@@ -332,7 +332,7 @@ async fn serve_with_json_logs_reloads_on_sighup_and_drains_on_sigterm() {
         summary,
         [
             (200, "allowed"),
-            (403, "disallowed"),
+            (403, "robots-disallow"),
             (200, "allowed"),
             (403, "identity")
         ]

@@ -158,7 +158,7 @@ METRICS=$(curl -s --noproxy '*' "$ADMIN/metrics")
 check "metrics: one robots.txt fetch per origin" "2" \
   "$(sed -n 's/^robots_guard_robots_fetches_total{outcome="ok"} //p' <<<"$METRICS")"
 check "metrics: disallowed requests counted" "yes" \
-  "$(grep -q '^robots_guard_requests_total{verdict="disallowed",status="403"} [1-9]' <<<"$METRICS" && echo yes || echo no)"
+  "$(grep -q '^robots_guard_requests_total{outcome="robots-disallow",status="403"} [1-9]' <<<"$METRICS" && echo yes || echo no)"
 check "metrics: leaf certificates minted" "yes" \
   "$(grep -q '^robots_guard_tls_leaf_certificates_minted_total [1-9]' <<<"$METRICS" && echo yes || echo no)"
 CHROMIUM=$(command -v chromium || command -v chromium-browser || true)
@@ -187,7 +187,7 @@ else
 fi
 
 # The proxy logged one line per request.
-check "requests logged" "yes" "$(grep -q 'verdict="disallowed" rule_line=2 status=403' "$WORK/proxy.log" && echo yes || echo no)"
+check "requests logged" "yes" "$(grep -q 'outcome="robots-disallow" rule_line=2 status=403' "$WORK/proxy.log" && echo yes || echo no)"
 
 echo
 echo "e2e: $passed passed, $failed failed"

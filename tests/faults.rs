@@ -541,8 +541,9 @@ async fn client_speaking_tls_garbage_after_connect_is_dropped_and_the_proxy_stay
     }))
     .await;
     let garbage: [&[u8]; 4] = [
-        // Plain HTTP inside the tunnel.
-        b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+        // Another protocol inside the tunnel (plain HTTP is served: see
+        // tests/tunnel_http.rs).
+        b"SSH-2.0-OpenSSH_9.6\r\n",
         // Random bytes.
         b"\x00\x01\x02\x03\xff\xfe\xfd\xfc\x80\x81",
         // A handshake record header announcing 16 MB, then nothing much.

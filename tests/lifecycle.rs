@@ -12,7 +12,7 @@ use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Empty};
 use hyper::client::conn::http1::SendRequest;
 use robots_guard::config::Config;
-use robots_guard::proxy::{ReloadError, ReloadHandle, Server};
+use robots_guard::proxy::{Live, ReloadError, Server};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -22,7 +22,7 @@ use support::origin::{Reply, TestOrigin};
 /// A proxy started from a config file, with a shutdown trigger.
 struct Proxy {
     addr: std::net::SocketAddr,
-    reload: ReloadHandle,
+    reload: Live,
     stop: Option<oneshot::Sender<()>>,
     run: JoinHandle<()>,
     dir: PathBuf,
@@ -94,7 +94,7 @@ async fn start_proxy(extra: &str) -> Proxy {
 async fn start_with(config: Config, dir: PathBuf) -> Proxy {
     let server = Server::bind(&config).await.expect("proxy binds");
     let addr = server.local_addr();
-    let reload = server.reload_handle();
+    let reload = server.live();
     let (stop, stopped) = oneshot::channel::<()>();
     let run = tokio::spawn(async move {
         let stop = async move {
@@ -342,7 +342,7 @@ async fn bad_config_is_refused_and_the_old_one_kept() {
         ),
         "an unusable config is refused",
     );
-    assert!(matches!(error, ReloadError::State { .. }), "{error:?}");
+    assert!(matches!(error, ReloadError::Unusable { .. }), "{error:?}");
     assert!(error.to_string().contains("missing.pem"), "{error}");
     let (status, _, _) = send(&mut sender, get(&origin.url("/page"), None))
         .await
@@ -388,21 +388,29 @@ async fn reload_names_keys_that_need_a_restart() {
         .reload
         .reload_from(&path)
         .expect("valid config reloads");
-    assert_eq!(reloaded.restart_needed, ["robots.default_ttl", "log.level"]);
+    // The robots.txt cache takes its new settings; only what the process
+    // reads once (its sockets, threads, admin listener and logging) waits.
+    assert_eq!(reloaded.restart_needed, ["log.level"]);
+    assert_eq!(
+        proxy.reload.services().robots.settings().default_ttl,
+        Duration::from_secs(3600)
+    );
 }
 
-/// `proxy.upstream_connect_timeout` needs a restart (the pools were built
-/// with it), and tunnels keep the old value too rather than a value the
-/// pools do not use.
+/// `proxy.upstream_connect_timeout` applies on reload: the pools (and the
+/// tunnels, which use the same value) open new connections with it.
 #[tokio::test]
-async fn upstream_connect_timeout_keeps_its_value_until_a_restart() {
+async fn upstream_connect_timeout_applies_on_reload() {
     let proxy = start_proxy("[identity]\nuser_agent = \"pass\"\n").await;
-    let before = proxy.reload.current().client.connect_timeout();
+    let before = proxy.reload.services().upstream.connect_timeout();
     let reloaded =
         proxy.edit_and_reload("[proxy]\n", "[proxy]\nupstream_connect_timeout = \"1s\"\n");
-    assert_eq!(reloaded.restart_needed, ["proxy.upstream_connect_timeout"]);
+    assert!(reloaded.restart_needed.is_empty(), "{reloaded:?}");
     assert_ne!(before, Duration::from_secs(1));
-    assert_eq!(proxy.reload.current().client.connect_timeout(), before);
+    assert_eq!(
+        proxy.reload.services().upstream.connect_timeout(),
+        Duration::from_secs(1)
+    );
 }
 
 /// An intercepted (CONNECT + TLS with the proxy's CA) HTTP/1.1 connection

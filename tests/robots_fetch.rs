@@ -374,7 +374,7 @@ async fn trusted_https_origin_is_fetched() {
     let fetcher = RobotsFetcher::new(
         client(std::slice::from_ref(&roots)),
         unpaced(),
-        Arc::new(fetch_settings()),
+        fetch_settings(),
     );
     let entry = RobotsCache::new(fetcher).lookup(&origin.origin()).await;
     let _ = std::fs::remove_file(roots);
@@ -681,7 +681,7 @@ async fn the_fetch_holds_a_pacing_slot_while_it_runs() {
         })
         .await
     };
-    let fetcher = RobotsFetcher::new(client(&[]), pacer.clone(), Arc::new(fetch_settings()));
+    let fetcher = RobotsFetcher::new(client(&[]), pacer.clone(), fetch_settings());
     RobotsCache::new(fetcher).lookup(&origin.origin()).await;
     assert_eq!(in_flight_seen.load(Ordering::SeqCst), 1);
     let after = pacer
@@ -700,7 +700,7 @@ async fn a_pacing_rejection_does_not_stop_the_fetch() {
         .admit("127.0.0.1", Duration::ZERO)
         .await
         .expect("the first request is admitted");
-    let fetcher = RobotsFetcher::new(client(&[]), pacer.clone(), Arc::new(fetch_settings()));
+    let fetcher = RobotsFetcher::new(client(&[]), pacer.clone(), fetch_settings());
     let entry = RobotsCache::new(fetcher).lookup(&origin.origin()).await;
     assert!(!allowed(&entry, "/private"));
 }

@@ -28,7 +28,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
-use crate::proxy::{ProxyState, ReloadHandle};
+use crate::proxy::Live;
 
 /// At most this many admin connections are served at once: the endpoint is
 /// for a scraper and a few people, and must not compete with the proxy.
@@ -65,7 +65,7 @@ pub struct AdminServer {
     local_addr: SocketAddr,
     /// Read per request: the page and the scrape show the configuration
     /// in force now, not the one at start.
-    live: ReloadHandle,
+    live: Live,
 }
 
 impl AdminServer {
@@ -76,7 +76,7 @@ impl AdminServer {
     /// # Errors
     ///
     /// [`AdminError::Bind`] when the address cannot be bound.
-    pub async fn bind(addr: SocketAddr, live: ReloadHandle) -> Result<AdminServer, AdminError> {
+    pub async fn bind(addr: SocketAddr, live: Live) -> Result<AdminServer, AdminError> {
         let bind_error = |error| AdminError::Bind { addr, error };
         let listener = TcpListener::bind(addr).await.map_err(bind_error)?;
         let local_addr = listener.local_addr().map_err(bind_error)?;
@@ -110,8 +110,8 @@ impl AdminServer {
             };
             let live = self.live.clone();
             let service = service_fn(move |request| {
-                let state = live.current();
-                async move { Ok::<_, Infallible>(route(&state, &request)) }
+                let live = live.clone();
+                async move { Ok::<_, Infallible>(route(&live, &request)) }
             });
             tokio::spawn(async move {
                 let connection = hyper::server::conn::http1::Builder::new()
@@ -128,7 +128,7 @@ impl AdminServer {
 }
 
 /// Answers one admin request.
-fn route(state: &ProxyState, request: &Request<Incoming>) -> Response<Full<Bytes>> {
+fn route(live: &Live, request: &Request<Incoming>) -> Response<Full<Bytes>> {
     if request.method() != Method::GET && request.method() != Method::HEAD {
         let mut response = text(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -140,10 +140,10 @@ fn route(state: &ProxyState, request: &Request<Incoming>) -> Response<Full<Bytes
         return response;
     }
     match request.uri().path() {
-        "/metrics" => metrics(state, request),
+        "/metrics" => metrics(live, request),
         "/healthz" => text(StatusCode::OK, "ok\n"),
         "/" => {
-            let html = status_page::render(state);
+            let html = status_page::render(&live.settings(), live.services());
             let mut response = answer(StatusCode::OK, "text/html; charset=utf-8", html);
             let headers = response.headers_mut();
             // No scripts at all; inline styles only. Anything from the
@@ -169,13 +169,12 @@ fn route(state: &ProxyState, request: &Request<Incoming>) -> Response<Full<Bytes
     }
 }
 
-/// The exposition. prometheus-client writes OpenMetrics text; its
-/// differences from the classic format (`_total` samples under the counter's
-/// name, `# EOF`) are read fine by Prometheus as `text/plain; version=0.0.4`,
-/// so that is the default, and OpenMetrics is labelled as such to scrapers
-/// that ask for it.
-fn metrics(state: &ProxyState, request: &Request<Incoming>) -> Response<Full<Bytes>> {
-    let body = match state.metrics.encode() {
+/// The exposition: the classic Prometheus text format, unless the scraper's
+/// `Accept` asks for OpenMetrics. The two differ for counters (the classic
+/// format types the `_total` sample itself, and knows no `# UNIT` or
+/// `# EOF`), and a classic parser misreads OpenMetrics counters.
+fn metrics(live: &Live, request: &Request<Incoming>) -> Response<Full<Bytes>> {
+    let body = match live.services().metrics.encode() {
         Ok(body) => body,
         Err(error) => {
             tracing::error!(%error, "cannot encode metrics");
@@ -188,12 +187,62 @@ fn metrics(state: &ProxyState, request: &Request<Incoming>) -> Response<Full<Byt
         .iter()
         .filter_map(|v| v.to_str().ok())
         .any(|v| v.contains("application/openmetrics-text"));
-    let content_type = if openmetrics {
-        OPENMETRICS_TEXT
+    if openmetrics {
+        answer(StatusCode::OK, OPENMETRICS_TEXT, body)
     } else {
-        PROMETHEUS_TEXT
-    };
-    answer(StatusCode::OK, content_type, body)
+        answer(StatusCode::OK, PROMETHEUS_TEXT, classic_text(&body))
+    }
+}
+
+/// The classic Prometheus text format (0.0.4) of an OpenMetrics exposition:
+/// a counter family `x` is described as `x_total`, the name its samples
+/// carry; `# UNIT` lines, `_created` samples and the `# EOF` marker go.
+pub fn classic_text(openmetrics: &str) -> String {
+    let mut counters: Vec<&str> = Vec::new();
+    for line in openmetrics.lines() {
+        if let Some(name) = line
+            .strip_prefix("# TYPE ")
+            .and_then(|rest| rest.strip_suffix(" counter"))
+        {
+            counters.push(name);
+        }
+    }
+    let is_counter = |name: &str| counters.contains(&name);
+    let mut out = String::with_capacity(openmetrics.len());
+    for line in openmetrics.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        let described = line
+            .strip_prefix("# HELP ")
+            .map(|rest| ("# HELP ", rest))
+            .or_else(|| line.strip_prefix("# TYPE ").map(|rest| ("# TYPE ", rest)));
+        match described {
+            Some((kind, rest)) => {
+                let name = rest.split(' ').next().unwrap_or_default();
+                if is_counter(name) {
+                    out.push_str(kind);
+                    out.push_str(name);
+                    out.push_str("_total");
+                    out.push_str(&rest[name.len()..]);
+                } else {
+                    out.push_str(line);
+                }
+            }
+            None => {
+                let sample = line.split(['{', ' ']).next().unwrap_or_default();
+                let created = sample
+                    .strip_suffix("_created")
+                    .is_some_and(&is_counter);
+                if created {
+                    continue;
+                }
+                out.push_str(line);
+            }
+        }
+        out.push('\n');
+    }
+    out
 }
 
 fn text(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {

@@ -15,7 +15,7 @@ use crate::fetch::{RobotsEntry, RobotsRules};
 use crate::metrics::{Denial, HostActivity};
 use crate::origin::Origin;
 use crate::policy::HostPaceStats;
-use crate::proxy::ProxyState;
+use crate::proxy::{Services, Settings};
 
 /// Rows in the host table: the most recently active hosts, then hosts that
 /// only have a cached robots.txt.
@@ -59,7 +59,7 @@ footer { margin-top: 2rem; color: var(--muted); font-size: .8rem; }
 "#;
 
 /// The whole page for the proxy's state now.
-pub fn render(state: &ProxyState) -> String {
+pub fn render(settings: &Settings, services: &Services) -> String {
     let now = Instant::now();
     let wall = SystemTime::now();
     let mut page = String::with_capacity(32 * 1024);
@@ -71,9 +71,9 @@ pub fn render(state: &ProxyState) -> String {
          <link rel=\"icon\" href=\"data:,\">\
          <title>robots-guard status</title><style>{STYLE}</style></head><body>\n"
     );
-    summary(&mut page, state);
-    hosts(&mut page, state, now);
-    denials(&mut page, &state.metrics.denials(), wall);
+    summary(&mut page, settings, services);
+    hosts(&mut page, services, now);
+    denials(&mut page, &services.metrics.denials(), wall);
     let _ = write!(
         page,
         "<footer>Refreshes every {REFRESH_SECONDS} s · {} UTC · \
@@ -84,12 +84,12 @@ pub fn render(state: &ProxyState) -> String {
     page
 }
 
-fn summary(page: &mut String, state: &ProxyState) {
-    let metrics = &state.metrics;
+fn summary(page: &mut String, settings: &Settings, services: &Services) {
+    let metrics = &services.metrics;
     let totals = metrics.totals();
-    let cache = state.robots.stats();
+    let cache = services.robots.stats();
     let sources = metrics.sources();
-    let mode = match state.tls_mode {
+    let mode = match settings.tls_mode {
         TlsMode::Intercept => "HTTPS intercepted",
         TlsMode::Tunnel => "HTTPS tunnelled",
     };
@@ -98,10 +98,10 @@ fn summary(page: &mut String, state: &ProxyState) {
         "<h1>robots-guard</h1><p class=\"sub\">version {} · proxy on <span class=\"mono\">{}</span> · \
          {mode} · up {}</p>\n<dl class=\"summary\">",
         env!("CARGO_PKG_VERSION"),
-        escape(&state.listen.to_string()),
+        escape(&services.listen.to_string()),
         age(metrics.uptime()),
     );
-    let minted = state.minter.as_ref().map_or(0, |m| m.minted_count());
+    let minted = services.minter.current().map_or(0, |m| m.minted_count());
     let items: [(&str, String); 9] = [
         ("allowed", totals.allowed.to_string()),
         ("denied", totals.denied.to_string()),
@@ -130,10 +130,10 @@ struct HostRow {
     pace: Option<HostPaceStats>,
 }
 
-fn hosts(page: &mut String, state: &ProxyState, now: Instant) {
+fn hosts(page: &mut String, services: &Services, now: Instant) {
     let mut rows: Vec<HostRow> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
-    for (host, activity) in state.metrics.hosts(MAX_HOST_ROWS) {
+    for (host, activity) in services.metrics.hosts(MAX_HOST_ROWS) {
         index.insert(host.clone(), rows.len());
         rows.push(HostRow {
             host,
@@ -142,7 +142,7 @@ fn hosts(page: &mut String, state: &ProxyState, now: Instant) {
             pace: None,
         });
     }
-    for (origin, entry) in state.robots.snapshot(MAX_CACHE_ROWS) {
+    for (origin, entry) in services.robots.snapshot(MAX_CACHE_ROWS) {
         let at = match index.get(&origin.host) {
             Some(&at) => at,
             None if rows.len() < MAX_HOST_ROWS => {
@@ -161,7 +161,7 @@ fn hosts(page: &mut String, state: &ProxyState, now: Instant) {
     }
     for row in &mut rows {
         row.origins.sort_by(|a, b| a.0.cmp(&b.0));
-        row.pace = state
+        row.pace = services
             .pacer
             .host_snapshot(crate::origin::host_pacing_key(&row.host));
     }
@@ -224,7 +224,7 @@ fn hosts(page: &mut String, state: &ProxyState, now: Instant) {
                     page,
                     "<td class=\"nowrap\"><span class=\"{class}\">{} {}</span> <span class=\"muted\">{} ago</span></td>",
                     a.last_status,
-                    escape(a.last_verdict),
+                    a.last_outcome.word(),
                     since(a.last_seen),
                 );
             }
@@ -333,7 +333,7 @@ fn denials(page: &mut String, denials: &[Denial], wall: SystemTime) {
                 escape(&d.agent)
             },
             d.status,
-            escape(&d.reason),
+            d.reason.word(),
             clock = clock(d.at),
         );
         match (&d.rule, d.line) {

@@ -57,6 +57,11 @@ pub trait RobotsStore: Send + Sync {
 
     /// Up to `limit` entries, most recently used first, for a status page.
     fn snapshot(&self, limit: usize) -> Vec<(Origin, Arc<RobotsEntry>)>;
+
+    /// Holds at most `capacity` origins from now on (a reload changed
+    /// `robots.cache_capacity`); a smaller store drops its least recently
+    /// used entries.
+    fn set_capacity(&self, capacity: NonZeroUsize);
 }
 
 /// The in-memory store: an LRU of at most `capacity` origins.
@@ -104,6 +109,10 @@ impl RobotsStore for MemoryStore {
             .take(limit)
             .map(|(origin, entry)| (origin.clone(), entry.clone()))
             .collect()
+    }
+
+    fn set_capacity(&self, capacity: NonZeroUsize) {
+        self.lock().resize(capacity);
     }
 }
 
@@ -262,6 +271,19 @@ impl RobotsCache {
         }
     }
 
+    /// The fetch settings in force.
+    pub fn settings(&self) -> Arc<FetchSettings> {
+        self.inner.fetcher.settings()
+    }
+
+    /// Applies new settings (a configuration reload): fetches started from now
+    /// on use them, and the store takes the new capacity. Cached entries keep
+    /// the lifetimes they were given.
+    pub fn reconfigure(&self, settings: FetchSettings) {
+        self.inner.store.set_capacity(settings.cache_capacity);
+        self.inner.fetcher.reconfigure(settings);
+    }
+
     /// Up to `limit` cached entries, most recently used first, for a status page.
     pub fn snapshot(&self, limit: usize) -> Vec<(Origin, Arc<RobotsEntry>)> {
         self.inner.store.snapshot(limit)
@@ -316,7 +338,7 @@ async fn refresh(
     let outcome = inner.fetcher.fetch(&origin, validators).await;
     inner.count(&outcome);
     let entry = Arc::new(entry_for(
-        inner.fetcher.settings(),
+        &inner.fetcher.settings(),
         &origin,
         previous.as_deref(),
         outcome,

@@ -83,24 +83,30 @@ impl FetchOutcome {
 pub struct RobotsFetcher {
     client: UpstreamPools,
     pacer: Pacer,
-    settings: Arc<FetchSettings>,
+    /// Swapped whole by [`RobotsFetcher::reconfigure`]; each fetch reads one copy.
+    settings: Arc<arc_swap::ArcSwap<FetchSettings>>,
 }
 
 impl RobotsFetcher {
     /// A fetcher using `client` (so robots.txt fetches share connections and TLS roots
     /// with forwarded requests; each fetch uses the pool of the worker it runs on) and
     /// `pacer` (so they count towards each host's pace).
-    pub fn new(client: UpstreamPools, pacer: Pacer, settings: Arc<FetchSettings>) -> Self {
+    pub fn new(client: UpstreamPools, pacer: Pacer, settings: FetchSettings) -> Self {
         RobotsFetcher {
             client,
             pacer,
-            settings,
+            settings: Arc::new(arc_swap::ArcSwap::from_pointee(settings)),
         }
     }
 
-    /// The settings this fetcher was built with.
-    pub fn settings(&self) -> &FetchSettings {
-        &self.settings
+    /// The settings in force.
+    pub fn settings(&self) -> Arc<FetchSettings> {
+        self.settings.load_full()
+    }
+
+    /// Applies new settings (a configuration reload) to the fetches started from now on.
+    pub fn reconfigure(&self, settings: FetchSettings) {
+        self.settings.store(Arc::new(settings));
     }
 
     /// Fetches `origin`'s robots.txt, conditionally when `validators` holds any.
@@ -126,7 +132,7 @@ impl RobotsFetcher {
             }
         };
         let url = origin.robots_url();
-        let timeout = self.settings.fetch_timeout;
+        let timeout = self.settings.load().fetch_timeout;
         let outcome = match tokio::time::timeout(timeout, self.fetch_chain(&url, validators)).await
         {
             Ok(outcome) => outcome,
@@ -176,7 +182,7 @@ impl RobotsFetcher {
                     .and_then(|l| l.to_str().ok())
                     .and_then(|l| resolve_location(&uri, l));
                 match next {
-                    Some(next) if hops < self.settings.max_redirects => {
+                    Some(next) if hops < self.settings.load().max_redirects => {
                         tracing::debug!(from = %uri, to = %next, status = status.as_u16(), "robots.txt redirect");
                         hops += 1;
                         uri = next;
@@ -218,7 +224,7 @@ impl RobotsFetcher {
     /// rather than reused, which is cheaper than draining a huge body).
     async fn read_body(&self, uri: &Uri, response: Response<UpstreamBody>) -> FetchOutcome {
         let (parts, mut body) = response.into_parts();
-        let max = self.settings.max_size;
+        let max = self.settings.load().max_size;
         let hint = parts
             .headers
             .get(CONTENT_LENGTH)
@@ -271,8 +277,9 @@ impl RobotsFetcher {
         let mut request = Request::new(empty_body());
         *request.uri_mut() = uri.clone();
         let headers = request.headers_mut();
-        headers.insert(USER_AGENT, self.settings.user_agent.clone());
-        headers.insert(FROM, self.settings.from.clone());
+        let settings = self.settings.load();
+        headers.insert(USER_AGENT, settings.user_agent.clone());
+        headers.insert(FROM, settings.from.clone());
         headers.insert(ACCEPT, HeaderValue::from_static("text/plain, */*;q=0.5"));
         if let Some(v) = conditional {
             if let Some(etag) = &v.etag {
@@ -289,8 +296,8 @@ impl RobotsFetcher {
         freshness_lifetime(
             headers,
             SystemTime::now(),
-            self.settings.default_ttl,
-            self.settings.min_ttl,
+            self.settings.load().default_ttl,
+            self.settings.load().min_ttl,
         )
     }
 }

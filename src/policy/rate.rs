@@ -105,7 +105,8 @@ pub struct HostPaceStats {
 }
 
 struct Inner {
-    settings: PacingSettings,
+    /// Swapped whole by [`Pacer::reconfigure`]; each admission reads one copy.
+    settings: arc_swap::ArcSwap<PacingSettings>,
     state: Mutex<State>,
 }
 
@@ -192,7 +193,7 @@ impl Pacer {
         let next_sweep = Instant::now() + settings.idle_host_ttl;
         Pacer {
             inner: Arc::new(Inner {
-                settings,
+                settings: arc_swap::ArcSwap::from_pointee(settings),
                 state: Mutex::new(State {
                     hosts: LruCache::unbounded(),
                     next_waiter_id: 0,
@@ -202,9 +203,16 @@ impl Pacer {
         }
     }
 
-    /// The settings this pacer was built with.
-    pub fn settings(&self) -> &PacingSettings {
-        &self.inner.settings
+    /// The settings in force.
+    pub fn settings(&self) -> Arc<PacingSettings> {
+        self.inner.settings.load_full()
+    }
+
+    /// Applies new settings (a configuration reload) to the requests admitted
+    /// from now on; every host's state is kept. A lower `max_hosts` takes
+    /// effect as hosts go idle and are swept.
+    pub fn reconfigure(&self, settings: PacingSettings) {
+        self.inner.settings.store(Arc::new(settings));
     }
 
     /// Waits for this request's turn at `host` and returns the permit to hold while it runs.
@@ -222,30 +230,31 @@ impl Pacer {
     /// [`PaceRejected`] at once when the queue ahead alone means waiting longer than
     /// `max_wait`, or after `max_wait` of waiting (e.g. when the in-flight requests run long).
     pub async fn admit(&self, host: &str, delay: Duration) -> Result<PacePermit, PaceRejected> {
-        let delay = delay.max(self.inner.settings.default_delay);
+        let settings = self.inner.settings.load_full();
+        let delay = delay.max(settings.default_delay);
         let now = Instant::now();
-        let deadline = now + self.inner.settings.max_wait;
+        let deadline = now + settings.max_wait;
 
         let (key, id, wake) = {
             let mut state = self.inner.lock();
-            state.maybe_sweep(now, &self.inner.settings);
-            let Some((key, st)) = state.entry(host, &self.inner.settings) else {
+            state.maybe_sweep(now, &settings);
+            let Some((key, st)) = state.entry(host, &settings) else {
                 tracing::warn!(
                     host,
-                    max_hosts = self.inner.settings.max_hosts,
+                    max_hosts = settings.max_hosts,
                     "every tracked host is busy; admitting the request unpaced"
                 );
                 return Ok(self.permit(None));
             };
             if st.waiters.is_empty()
-                && st.in_flight < self.inner.settings.max_per_host.get()
+                && st.in_flight < settings.max_per_host.get()
                 && st.ready_at(delay).is_none_or(|t| t <= now)
             {
                 st.start(now, delay);
                 return Ok(self.permit(Some(key)));
             }
             let start = st.estimate_start(now, st.waiters.iter(), delay);
-            if start - now > self.inner.settings.max_wait {
+            if start - now > settings.max_wait {
                 let rejected = PaceRejected::after(start - now);
                 tracing::debug!(host, retry_after = ?rejected.retry_after, "pacing queue too long");
                 return Err(rejected);
@@ -303,7 +312,7 @@ impl Pacer {
     pub fn sweep(&self) {
         let now = Instant::now();
         let mut state = self.inner.lock();
-        state.sweep(now, &self.inner.settings);
+        state.sweep(now, &self.inner.settings.load());
     }
 
     /// How many hosts have pacing state now.
@@ -334,7 +343,7 @@ impl Pacer {
 impl fmt::Debug for Pacer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Pacer")
-            .field("settings", &self.inner.settings)
+            .field("settings", &*self.inner.settings.load())
             .field("tracked_hosts", &self.tracked_hosts())
             .finish()
     }
@@ -360,7 +369,7 @@ impl Inner {
             return Step::Admitted;
         };
         let is_head = st.waiters.front().is_some_and(|w| w.id == id);
-        let slot_free = st.in_flight < self.settings.max_per_host.get();
+        let slot_free = st.in_flight < self.settings.load().max_per_host.get();
         if is_head && slot_free {
             match st.ready_at(delay) {
                 Some(t) if t > now && now < deadline => return Step::SleepUntil(t),

@@ -310,26 +310,6 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for IdleIo<T> {
     }
 }
 
-/// Runs `handle` with the connection marked busy until the response body
-/// has been sent (or dropped). The handler gets the connection's
-/// [`Activity`] too: a tunnel or an upgraded pipe (WebSocket) outlives the
-/// request and keeps the connection busy, or marks it upgraded, itself.
-pub async fn serve_busy<F, Fut>(
-    activity: Arc<Activity>,
-    request: http::Request<hyper::body::Incoming>,
-    handle: F,
-) -> http::Response<crate::upstream::ProxyBody>
-where
-    F: FnOnce(http::Request<hyper::body::Incoming>, Arc<Activity>) -> Fut,
-    Fut: Future<Output = http::Response<crate::upstream::ProxyBody>>,
-{
-    use http_body_util::BodyExt;
-    let guard = activity.begin();
-    handle(request, activity)
-        .await
-        .map(|body| super::forward::HoldingBody::new(body, guard).boxed())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,6 +1,17 @@
-//! The proxy listener: accept, connection cap, client check, hyper
-//! connection serving with upgrades, graceful drain on shutdown, and the
-//! current state, which a reload replaces (see [`reload`]).
+//! The proxy: a listener whose every request runs through one pipeline.
+//!
+//! - [`listener`]: worker threads accepting from the listening socket, the
+//!   connection cap and the client check;
+//! - [`connection`]: one HTTP connection served through the pipeline;
+//! - [`pipeline`]: the phases in their order, then one `finish`;
+//!   [`phases`] holds one file per phase, [`endings`] the ways a request
+//!   ends (forward, tunnel, interception);
+//! - [`exchange`]: the context a request carries through the phases;
+//! - [`response`]: every answer the proxy makes itself;
+//! - [`settings`] and [`services`]: what a reload replaces, and what it keeps;
+//!   [`reload`] swaps the one and reconfigures the other.
+//!
+//! This module holds the [`Server`]: bind, run until shutdown, then drain.
 
 /// Drives a hyper server connection (`$connection`, a future with
 /// `graceful_shutdown`) within a [`ConnectionScope`] (`$scope`): serves until
@@ -18,7 +29,7 @@ macro_rules! serve_until_drained {
         tokio::pin!(connection);
         tokio::select! {
             result = connection.as_mut() => Some(result),
-            () = $crate::proxy::woken::PolledWhenWoken::new(scope.draining()) => {
+            () = scope.draining() => {
                 connection.as_mut().graceful_shutdown();
                 tokio::select! {
                     result = connection.as_mut() => Some(result),
@@ -29,15 +40,20 @@ macro_rules! serve_until_drained {
     }};
 }
 
-mod connect;
-mod forward;
+mod connection;
+mod endings;
+mod exchange;
+mod finish;
+pub mod headers;
+mod holding_body;
 mod idle;
+mod listener;
+mod phases;
+mod pipeline;
 pub mod reload;
 pub mod response;
-mod service;
-mod state;
-mod upgrade;
-mod woken;
+pub mod services;
+pub mod settings;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -45,18 +61,16 @@ use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
+use tokio::net::TcpListener;
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
-pub use reload::{ReloadError, ReloadHandle, Reloaded};
-pub use service::repeated_segments;
-pub use state::{preflight, CaStatus, ProxyState, StateError};
+pub use phases::repeated_segments;
+pub use reload::{ApplyError, Live, ReloadError, Reloaded};
+pub use services::{Services, ServicesError};
+pub use settings::{Settings, SettingsError};
 
 use crate::config::Config;
-use crate::metrics::ConnectionKind;
+use listener::Acceptor;
 
 /// Why the proxy could not start.
 #[derive(Debug, thiserror::Error)]
@@ -69,9 +83,12 @@ pub enum ServeError {
         /// The OS error.
         error: std::io::Error,
     },
-    /// The shared state could not be built.
+    /// The configuration cannot be used.
     #[error(transparent)]
-    State(#[from] StateError),
+    Settings(#[from] SettingsError),
+    /// The services could not be started.
+    #[error(transparent)]
+    Services(#[from] ServicesError),
     /// No worker thread could serve (or every one stopped): the listening
     /// socket could not be handed over, or threads or their runtimes could
     /// not be created. Each cause is logged as it happens.
@@ -82,9 +99,10 @@ pub enum ServeError {
 /// A bound, ready-to-run proxy.
 pub struct Server {
     listener: TcpListener,
-    live: ReloadHandle,
+    live: Live,
     connections: Arc<Semaphore>,
     max_connections: usize,
+    workers: NonZeroUsize,
 }
 
 /// Where the server is in its life, as connections see it. Ordered: each
@@ -99,38 +117,32 @@ enum Phase {
     Closing,
 }
 
-/// What a CONNECT hands to the task that outlives it (the tunnel or the
-/// interception): the connection's slot, so draining waits for the task and
-/// the connection cap counts it; the server's phase, so it can wind down;
-/// and the live state, so intercepted requests see reloads. The listener
-/// hands it to the CONNECT handling with the request.
+/// What a connection (and a tunnel or interception it turns into) holds: its
+/// slot, so draining waits for it and the connection cap counts it; the
+/// server's phase, so it can wind down; and the live settings, so each new
+/// request sees reloads.
 #[derive(Clone)]
 pub(crate) struct ConnectionScope {
     _slot: Arc<OwnedSemaphorePermit>,
     phase: watch::Receiver<Phase>,
-    live: ReloadHandle,
+    live: Live,
 }
 
 impl ConnectionScope {
-    /// The state a new request should use.
-    pub(crate) fn state(&self) -> Arc<ProxyState> {
-        self.live.current()
-    }
-
-    /// Completes once the server has reached `phase` (or is gone).
-    async fn reached(&self, phase: Phase) {
-        reached(&self.phase, phase).await;
+    /// The live settings and services.
+    pub(crate) fn live(&self) -> &Live {
+        &self.live
     }
 
     /// Completes when shutdown begins: a connection should then finish the
     /// request in progress and close (`graceful_shutdown`).
     pub(crate) async fn draining(&self) {
-        self.reached(Phase::Draining).await;
+        reached(&self.phase, Phase::Draining).await;
     }
 
     /// Completes when the drain has timed out: drop the connection now.
     pub(crate) async fn closing(&self) {
-        self.reached(Phase::Closing).await;
+        reached(&self.phase, Phase::Closing).await;
     }
 }
 
@@ -148,12 +160,13 @@ async fn finished(phase: &watch::Receiver<Phase>) {
 }
 
 impl Server {
-    /// Binds `config.proxy.listen` and builds the shared state.
+    /// Binds `config.proxy.listen`, builds the settings and starts the
+    /// services.
     ///
     /// # Errors
     ///
-    /// [`ServeError`] when the address cannot be bound or the state cannot
-    /// be built.
+    /// [`ServeError`] when the address cannot be bound, the configuration
+    /// cannot be used or a service cannot start.
     pub async fn bind(config: &Config) -> Result<Server, ServeError> {
         let addr = config.proxy.listen;
         let listener = TcpListener::bind(addr)
@@ -162,34 +175,31 @@ impl Server {
         let listen = listener
             .local_addr()
             .map_err(|error| ServeError::Bind { addr, error })?;
-        let state = ProxyState::new(config, listen)?;
+        let workers = crate::worker::count(config.proxy.workers);
+        let settings = Settings::from_config(config)?;
+        let services = Services::start(&settings, listen, workers)?;
         Ok(Server {
             listener,
-            live: ReloadHandle::new(state, config.clone()),
+            live: Live::new(settings, services, config.clone()),
             connections: Arc::new(Semaphore::new(config.proxy.max_connections.get())),
             max_connections: config.proxy.max_connections.get(),
+            workers,
         })
     }
 
     /// The bound address (useful with port 0).
     pub fn local_addr(&self) -> SocketAddr {
-        self.live.current().listen
+        self.live.services().listen
     }
 
     /// How many worker threads [`Server::run`] starts (`proxy.workers`).
     pub fn workers(&self) -> NonZeroUsize {
-        // The state's upstream pools were sized for them: one count, one place.
-        self.live.current().client.workers()
+        self.workers
     }
 
-    /// The current state (for tests; the admin listener follows reloads
-    /// through [`Server::reload_handle`]).
-    pub fn state(&self) -> Arc<ProxyState> {
-        self.live.current()
-    }
-
-    /// A handle to reload the configuration while [`Server::run`] runs.
-    pub fn reload_handle(&self) -> ReloadHandle {
+    /// The live settings and services, which follow reloads (for the admin
+    /// listener, SIGHUP and tests).
+    pub fn live(&self) -> Live {
         self.live.clone()
     }
 
@@ -216,12 +226,12 @@ impl Server {
     /// worker stopped before `shutdown` (after draining what is left).
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), ServeError> {
         let (phase_tx, phase_rx) = watch::channel(Phase::Serving);
-        let workers = self.workers();
         let Server {
             listener,
             live,
             connections,
             max_connections,
+            workers,
         } = self;
         let listener = match listener.into_std() {
             Ok(listener) => listener,
@@ -251,7 +261,7 @@ impl Server {
             }
         };
         // Read now, not at start: a reload may have changed it since.
-        let drain_timeout = live.current().drain_timeout;
+        let drain_timeout = live.settings().drain_timeout;
         tracing::info!(
             timeout = ?drain_timeout,
             "shutting down: draining in-flight requests"
@@ -281,199 +291,36 @@ impl Server {
     }
 }
 
-/// What every worker's accept loop shares: the connection cap, the live
-/// state and the server's phase.
-#[derive(Clone)]
-struct Acceptor {
-    live: ReloadHandle,
-    connections: Arc<Semaphore>,
-    phase: watch::Receiver<Phase>,
+/// What a proxy with `config` would need that `check-config` can find out
+/// without starting it: every file the configuration names can be read and
+/// used (extra roots, htpasswd, and the CA in intercept mode when it exists;
+/// a missing CA would be created on start).
+///
+/// # Errors
+///
+/// The [`ServeError`] starting the proxy with `config` would meet.
+pub fn preflight(config: &Config) -> Result<CaStatus, ServeError> {
+    let settings = Settings::from_config(config)?;
+    let Some((cert, key)) = &settings.ca_files else {
+        return Ok(CaStatus::NotUsed);
+    };
+    let absent = |path: &std::path::Path| std::fs::symlink_metadata(path).is_err();
+    if absent(cert) && absent(key) {
+        return Ok(CaStatus::WillBeCreated);
+    }
+    // Only one of the two present is an error, as on start.
+    crate::tls::CertificateAuthority::load_or_create(cert, key)
+        .map_err(|e| ServeError::Services(ServicesError::Tls(e)))?;
+    Ok(CaStatus::Loaded)
 }
 
-impl Acceptor {
-    /// Starts `count` worker threads, each accepting from its own handle on
-    /// `listener`. Returns how many started, and a channel that nothing is
-    /// sent on: it reports closed once every started worker has ended.
-    fn start_workers(
-        &self,
-        listener: &std::net::TcpListener,
-        count: NonZeroUsize,
-    ) -> (usize, mpsc::Receiver<()>) {
-        let (alive, running) = mpsc::channel::<()>(1);
-        let mut started = 0;
-        for index in 0..count.get() {
-            let listener = match listener.try_clone() {
-                Ok(listener) => listener,
-                Err(error) => {
-                    tracing::error!(%error, index, "cannot start a worker: listening socket not shared");
-                    break;
-                }
-            };
-            let acceptor = self.clone();
-            let alive = alive.clone();
-            let spawned = std::thread::Builder::new()
-                .name(format!("robots-guard-worker-{index}"))
-                .spawn(move || {
-                    crate::worker::enter(index);
-                    acceptor.run_on_own_runtime(listener);
-                    drop(alive);
-                });
-            match spawned {
-                Ok(_) => started += 1,
-                Err(error) => {
-                    tracing::error!(%error, index, "cannot start a worker thread");
-                    break;
-                }
-            }
-        }
-        (started, running)
-    }
-
-    /// Runs this worker on a runtime of its own, on the calling thread,
-    /// until the server has finished.
-    fn run_on_own_runtime(self, listener: std::net::TcpListener) {
-        let runtime = match tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-        {
-            Ok(runtime) => runtime,
-            Err(error) => {
-                tracing::error!(%error, "cannot start a worker's runtime");
-                return;
-            }
-        };
-        runtime.block_on(async move {
-            // This worker's upstream requests go out in batches.
-            #[cfg(target_os = "linux")]
-            if let Err(error) = crate::upstream::send_batch::install() {
-                tracing::debug!(%error, "io_uring unavailable: upstream requests are sent one by one");
-            }
-            self.accept(listener).await;
-            // The connections this worker serves are tasks of its runtime:
-            // keep it running until the drain is over.
-            finished(&self.phase).await;
-        });
-        // Tasks still open were given up on by the drain; blocking work
-        // (a DNS lookup) gets a moment, not a hang.
-        runtime.shutdown_timeout(Duration::from_secs(1));
-    }
-
-    /// Accepts and serves connections until shutdown begins.
-    async fn accept(&self, listener: std::net::TcpListener) {
-        let listener = match TcpListener::from_std(listener) {
-            Ok(listener) => listener,
-            Err(error) => {
-                tracing::error!(%error, "a worker cannot use the listening socket");
-                return;
-            }
-        };
-        loop {
-            // Take a connection slot before accepting: at the cap, new
-            // clients wait in the kernel's backlog instead of being served
-            // half-way.
-            let slot = tokio::select! {
-                slot = self.connections.clone().acquire_owned() => match slot {
-                    Ok(slot) => slot,
-                    Err(_) => break,
-                },
-                () = reached(&self.phase, Phase::Draining) => break,
-            };
-            let accepted = tokio::select! {
-                accepted = listener.accept() => accepted,
-                () = reached(&self.phase, Phase::Draining) => break,
-            };
-            let (stream, client) = match accepted {
-                Ok(pair) => pair,
-                Err(error) => {
-                    // Running out of file descriptors must not end the
-                    // server: pause briefly and go on.
-                    tracing::warn!(%error, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            };
-            self.serve(stream, client, slot);
-        }
-    }
-
-    /// Serves one accepted connection in a task of this worker.
-    fn serve(&self, stream: TcpStream, client: SocketAddr, slot: OwnedSemaphorePermit) {
-        // Connection settings come from the state at accept time, so a
-        // reload applies to connections opened after it.
-        let state = self.live.current();
-        if !state.client_allowed(client) {
-            tokio::spawn(refuse_client(stream, client));
-            return;
-        }
-        let _ = stream.set_nodelay(true);
-        let open = state.metrics.connection_opened(ConnectionKind::Client);
-        let activity = idle::Activity::new();
-        let io = idle::IdleIo::new(stream, activity.clone(), state.timeouts);
-        let scope = ConnectionScope {
-            _slot: Arc::new(slot),
-            phase: self.phase.clone(),
-            live: self.live.clone(),
-        };
-        let per_request = scope.clone();
-        let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
-            // The state is resolved per request, not per connection: a
-            // keep-alive connection's next request sees a reload.
-            let state = per_request.state();
-            // Only a CONNECT outlives its request (as a tunnel) and needs
-            // the connection's slot and lifecycle.
-            let scope = (request.method() == hyper::Method::CONNECT).then(|| per_request.clone());
-            let activity = activity.clone();
-            async move {
-                Ok::<_, std::convert::Infallible>(
-                    idle::serve_busy(activity, request, |request, activity| {
-                        service::handle(state, client, scope, activity, request)
-                    })
-                    .await,
-                )
-            }
-        });
-        let connection = http1_server(state.max_header_bytes)
-            .serve_connection(TokioIo::new(io), service)
-            .with_upgrades();
-        tokio::spawn(async move {
-            let _open = open;
-            match serve_until_drained!(connection, &scope) {
-                Some(Ok(())) => {}
-                Some(Err(error)) => {
-                    tracing::debug!(%client, %error, "connection ended with an error");
-                }
-                None => tracing::debug!(%client, "connection closed: drain timed out"),
-            }
-        });
-    }
-}
-
-/// Tells a client outside `allow_clients` why, then closes.
-async fn refuse_client(mut stream: TcpStream, client: SocketAddr) {
-    tracing::warn!(%client, "client address not in proxy.allow_clients; refused");
-    let body = "403 Forbidden\n\nYour address is not in this proxy's allow_clients.\n";
-    let answer = format!(
-        "HTTP/1.1 403 Forbidden\r\ncontent-type: text/plain; charset=utf-8\r\n\
-         x-robots-guard-reason: client-not-allowed\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    let _ = stream.write_all(answer.as_bytes()).await;
-    let _ = stream.shutdown().await;
-}
-
-/// The HTTP/1.1 server settings of every client connection, plain or
-/// intercepted: heads bounded by `max_header_bytes` (431 past it), and no
-/// head timer of hyper's own (it would also close idle keep-alive
-/// connections; `idle::IdleIo` keeps the two limits apart).
-/// `max_buf_size` alone is not a head limit: one read can take the buffer
-/// past it, and a head that then parses is accepted; `max_header_size`
-/// checks the parsed head itself.
-fn http1_server(max_header_bytes: usize) -> hyper::server::conn::http1::Builder {
-    let mut builder = hyper::server::conn::http1::Builder::new();
-    builder
-        .timer(TokioTimer::new())
-        .header_read_timeout(None)
-        .max_buf_size(max_header_bytes)
-        .max_header_size(max_header_bytes);
-    builder
+/// What [`preflight`] found out about the interception CA.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CaStatus {
+    /// `tls.mode = "tunnel"`: no CA is used.
+    NotUsed,
+    /// Both files exist and hold a usable CA.
+    Loaded,
+    /// Neither file exists: `serve` will create the CA on start.
+    WillBeCreated,
 }

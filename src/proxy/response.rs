@@ -1,18 +1,24 @@
-//! Every answer the proxy makes itself, in one place (DESIGN.md §6): short
-//! `text/plain` a person can read, plus `X-Robots-Guard-*` headers a program
-//! can parse, so a scraper can log and skip.
+//! Every answer the proxy makes itself, in one place: short `text/plain` a
+//! person can read, plus `X-Robots-Guard-*` headers a program can parse, so a
+//! scraper can log and skip.
+//!
+//! A phase that refuses returns a [`Refusal`]: the [`Answer`] to send. The
+//! answer's [`Reason`] (its `X-Robots-Guard-Reason` word) follows from the
+//! variant, so a refusal cannot be sent under one word and logged under
+//! another.
 
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
+use http::header::{HeaderName, HeaderValue, CONNECTION, CONTENT_TYPE, RETRY_AFTER};
 use http::{Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 
+use crate::outcome::Reason;
 use crate::robots::RuleKind;
 use crate::upstream::ProxyBody;
 
-/// `X-Robots-Guard-Reason`: a stable, machine-readable reason word.
+/// `X-Robots-Guard-Reason`: the [`Reason`] word of an answer the proxy made.
 pub const REASON: HeaderName = HeaderName::from_static("x-robots-guard-reason");
 /// `X-Robots-Guard-Rule`: the deciding robots.txt rule (`disallow: /x`).
 pub const RULE: HeaderName = HeaderName::from_static("x-robots-guard-rule");
@@ -22,7 +28,6 @@ pub const LINE: HeaderName = HeaderName::from_static("x-robots-guard-line");
 pub const ROBOTS_URL: HeaderName = HeaderName::from_static("x-robots-guard-robots-url");
 /// `X-Robots-Guard-Agent`: the product token matched against robots.txt.
 pub const AGENT: HeaderName = HeaderName::from_static("x-robots-guard-agent");
-
 /// `X-Robots-Guard-Served-As`: the form a server reads the URL as, when that
 /// form, not the URL as normalised, was disallowed.
 pub const SERVED_AS: HeaderName = HeaderName::from_static("x-robots-guard-served-as");
@@ -70,6 +75,17 @@ pub enum Answer {
         /// Where the rules came from.
         robots_url: String,
     },
+    /// 503: robots.txt could not be fetched, so nothing may be.
+    RobotsUnreachable {
+        /// `scheme://host[:port]`.
+        origin: String,
+        /// Where robots.txt was asked for.
+        robots_url: String,
+        /// What went wrong.
+        reason: String,
+        /// When the proxy will try robots.txt again.
+        retry_after: Duration,
+    },
     /// 403: the request does not identify its robot as configured.
     Identity {
         /// What is wrong.
@@ -84,48 +100,8 @@ pub enum Answer {
         /// When to try again.
         retry_after: Duration,
     },
-    /// 503: robots.txt could not be fetched, so nothing may be.
-    RobotsUnreachable {
-        /// `scheme://host[:port]`.
-        origin: String,
-        /// Where robots.txt was asked for.
-        robots_url: String,
-        /// What went wrong.
-        reason: String,
-        /// When the proxy will try robots.txt again.
-        retry_after: Duration,
-    },
-    /// 502: the origin's TLS certificate failed verification.
-    UpstreamCertificate {
-        /// `scheme://host[:port]`.
-        origin: String,
-        /// The verification problem.
-        reason: String,
-    },
-    /// 502: the origin could not be reached or answered badly.
-    UpstreamError {
-        /// `scheme://host[:port]`.
-        origin: String,
-        /// What went wrong.
-        reason: String,
-    },
-    /// 504: the origin did not answer in time.
-    UpstreamTimeout {
-        /// `scheme://host[:port]`.
-        origin: String,
-        /// How long the proxy waited.
-        waited: Duration,
-    },
-    /// 400: the request cannot be proxied.
-    BadRequest {
-        /// Why.
-        reason: String,
-    },
-    /// 414: the URL is longer than `proxy.max_url_length`.
-    UriTooLong {
-        /// The limit.
-        limit: usize,
-    },
+    /// 403: the client's address is outside `proxy.allow_clients`.
+    ClientNotAllowed,
     /// 407: proxy authentication is on and the request has no valid
     /// credentials.
     ProxyAuth {
@@ -139,6 +115,11 @@ pub enum Answer {
         /// The host asked for.
         host: String,
     },
+    /// 403: CONNECT to a port outside `tls.connect_ports`.
+    PortRefused {
+        /// The port asked for.
+        port: u16,
+    },
     /// 403: the path repeats a run of segments like a crawler trap.
     CrawlerTrap {
         /// The repeating run.
@@ -146,60 +127,104 @@ pub enum Answer {
         /// `proxy.max_path_repeats`.
         limit: u32,
     },
-    /// 403: CONNECT to a port outside `tls.connect_ports`.
-    PortRefused {
-        /// The port asked for.
-        port: u16,
+    /// 400: the request cannot be proxied.
+    BadRequest {
+        /// Why.
+        reason: String,
+    },
+    /// 414: the URL is longer than `proxy.max_url_length`.
+    UriTooLong {
+        /// The limit.
+        limit: usize,
+    },
+    /// 431: the request head is larger than `proxy.max_header_bytes`.
+    HeaderTooLarge {
+        /// The limit.
+        limit: usize,
     },
     /// 508: the request would come back to this proxy.
     Loop {
         /// What the request targeted.
         target: String,
     },
+    /// 502: the origin's TLS certificate failed verification.
+    UpstreamCertificate {
+        /// `scheme://host[:port]`.
+        origin: String,
+        /// The verification problem.
+        problem: String,
+    },
+    /// 502: the origin could not be reached or answered badly.
+    UpstreamError {
+        /// `scheme://host[:port]`.
+        origin: String,
+        /// What went wrong.
+        problem: String,
+    },
+    /// 504: the origin did not answer in time.
+    UpstreamTimeout {
+        /// `scheme://host[:port]`.
+        origin: String,
+        /// How long the proxy waited.
+        waited: Duration,
+    },
 }
 
 impl Answer {
-    /// The status code of this answer.
-    pub fn status(&self) -> StatusCode {
+    /// Why the request ended with this answer.
+    pub fn reason(&self) -> Reason {
         match self {
-            Answer::RobotsDisallow { .. }
-            | Answer::RobotsForbidden { .. }
-            | Answer::Identity { .. }
-            | Answer::PortRefused { .. }
-            | Answer::DestinationDenied { .. }
-            | Answer::CrawlerTrap { .. } => StatusCode::FORBIDDEN,
-            Answer::ProxyAuth { .. } => StatusCode::PROXY_AUTHENTICATION_REQUIRED,
-            Answer::Pacing { .. } => StatusCode::TOO_MANY_REQUESTS,
-            Answer::RobotsUnreachable { .. } => StatusCode::SERVICE_UNAVAILABLE,
-            Answer::UpstreamCertificate { .. } | Answer::UpstreamError { .. } => {
-                StatusCode::BAD_GATEWAY
-            }
-            Answer::UpstreamTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
-            Answer::BadRequest { .. } => StatusCode::BAD_REQUEST,
-            Answer::UriTooLong { .. } => StatusCode::URI_TOO_LONG,
-            Answer::Loop { .. } => StatusCode::LOOP_DETECTED,
+            Answer::RobotsDisallow { .. } => Reason::RobotsDisallow,
+            Answer::RobotsForbidden { .. } => Reason::RobotsForbidden,
+            Answer::RobotsUnreachable { .. } => Reason::RobotsUnreachable,
+            Answer::Identity { .. } => Reason::Identity,
+            Answer::Pacing { .. } => Reason::Pacing,
+            Answer::ClientNotAllowed => Reason::ClientNotAllowed,
+            Answer::ProxyAuth { .. } => Reason::ProxyAuth,
+            Answer::DestinationDenied { .. } => Reason::DestinationDenied,
+            Answer::PortRefused { .. } => Reason::PortRefused,
+            Answer::CrawlerTrap { .. } => Reason::CrawlerTrap,
+            Answer::BadRequest { .. } => Reason::BadRequest,
+            Answer::UriTooLong { .. } => Reason::UriTooLong,
+            Answer::HeaderTooLarge { .. } => Reason::HeaderTooLarge,
+            Answer::Loop { .. } => Reason::Loop,
+            Answer::UpstreamCertificate { .. } => Reason::UpstreamCertificate,
+            Answer::UpstreamError { .. } => Reason::UpstreamError,
+            Answer::UpstreamTimeout { .. } => Reason::UpstreamTimeout,
         }
     }
 
-    /// The `X-Robots-Guard-Reason` word.
-    pub fn reason(&self) -> &'static str {
-        match self {
-            Answer::RobotsDisallow { .. } => "robots-disallow",
-            Answer::RobotsForbidden { .. } => "robots-forbidden",
-            Answer::Identity { .. } => "identity",
-            Answer::Pacing { .. } => "pacing",
-            Answer::RobotsUnreachable { .. } => "robots-unreachable",
-            Answer::UpstreamCertificate { .. } => "upstream-certificate",
-            Answer::UpstreamError { .. } => "upstream-error",
-            Answer::UpstreamTimeout { .. } => "upstream-timeout",
-            Answer::BadRequest { .. } => "bad-request",
-            Answer::UriTooLong { .. } => "uri-too-long",
-            Answer::PortRefused { .. } => "port-refused",
-            Answer::ProxyAuth { .. } => "proxy-auth",
-            Answer::DestinationDenied { .. } => "destination-denied",
-            Answer::CrawlerTrap { .. } => "crawler-trap",
-            Answer::Loop { .. } => "loop",
+    /// The status code of this answer.
+    pub fn status(&self) -> StatusCode {
+        match self.reason() {
+            Reason::ProxyAuth => StatusCode::PROXY_AUTHENTICATION_REQUIRED,
+            Reason::Pacing => StatusCode::TOO_MANY_REQUESTS,
+            Reason::RobotsUnreachable => StatusCode::SERVICE_UNAVAILABLE,
+            Reason::UpstreamCertificate | Reason::UpstreamError => StatusCode::BAD_GATEWAY,
+            Reason::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
+            Reason::BadRequest => StatusCode::BAD_REQUEST,
+            Reason::UriTooLong => StatusCode::URI_TOO_LONG,
+            Reason::HeaderTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            Reason::Loop => StatusCode::LOOP_DETECTED,
+            // Not answers the proxy makes: a refusal is never one of these.
+            Reason::Allowed | Reason::Tunnel | Reason::Intercept => StatusCode::OK,
+            Reason::RobotsDisallow
+            | Reason::RobotsForbidden
+            | Reason::Identity
+            | Reason::ClientNotAllowed
+            | Reason::DestinationDenied
+            | Reason::PortRefused
+            | Reason::CrawlerTrap => StatusCode::FORBIDDEN,
         }
+    }
+
+    /// Answers after which the client's connection is closed: the request
+    /// could not be read reliably, so nothing after it on the connection can.
+    fn closes_connection(&self) -> bool {
+        matches!(
+            self,
+            Answer::BadRequest { .. } | Answer::HeaderTooLarge { .. } | Answer::ClientNotAllowed
+        )
     }
 
     /// The text a person reads.
@@ -238,14 +263,6 @@ impl Answer {
                 "403 Forbidden by robots.txt\n\n{robots_url} answered {status}; this proxy reads that \
                  as \"keep out\" (robots.on_4xx = \"disallow\"), so nothing on {origin} may be fetched.\n"
             ),
-            Answer::Identity { problem, hint } => {
-                format!("403 Forbidden: the robot must identify itself\n\n{problem}\nTo fix: {hint}\n")
-            }
-            Answer::Pacing { host, retry_after } => format!(
-                "429 Too Many Requests\n\nRequests to {host} are paced (robots.txt Crawl-delay or the \
-                 configured delay) and the queue is full. Retry in {} s.\n",
-                retry_after.as_secs().max(1)
-            ),
             Answer::RobotsUnreachable {
                 origin,
                 robots_url,
@@ -255,24 +272,19 @@ impl Answer {
                 "503 Service Unavailable: robots.txt unreachable\n\n{robots_url} could not be fetched \
                  ({reason}). Until it can, nothing on {origin} may be fetched (RFC 9309 §2.3.1.4). \
                  Next attempt in {} s.\n",
-                retry_after.as_secs().max(1)
+                whole_seconds(*retry_after)
             ),
-            Answer::UpstreamCertificate { origin, reason } => format!(
-                "502 Bad Gateway: untrusted certificate\n\nThe TLS certificate of {origin} failed \
-                 verification: {reason}\nNothing was fetched.\n"
-            ),
-            Answer::UpstreamError { origin, reason } => {
-                format!("502 Bad Gateway\n\n{origin}: {reason}\n")
+            Answer::Identity { problem, hint } => {
+                format!("403 Forbidden: the robot must identify itself\n\n{problem}\nTo fix: {hint}\n")
             }
-            Answer::UpstreamTimeout { origin, waited } => format!(
-                "504 Gateway Timeout\n\n{origin} did not answer within {} s.\n",
-                waited.as_secs_f64()
+            Answer::Pacing { host, retry_after } => format!(
+                "429 Too Many Requests\n\nRequests to {host} are paced (robots.txt Crawl-delay or the \
+                 configured delay) and the queue is full. Retry in {} s.\n",
+                whole_seconds(*retry_after)
             ),
-            Answer::BadRequest { reason } => format!("400 Bad Request\n\n{reason}\n"),
-            Answer::UriTooLong { limit } => format!(
-                "414 URI Too Long\n\nThis proxy refuses URLs longer than {limit} bytes \
-                 (proxy.max_url_length); very long URLs are usually crawler traps.\n"
-            ),
+            Answer::ClientNotAllowed => {
+                "403 Forbidden\n\nYour address is not in this proxy's proxy.allow_clients.\n".to_owned()
+            }
             Answer::ProxyAuth { problem, .. } => format!(
                 "407 Proxy Authentication Required\n\n{problem}. Send Proxy-Authorization: Basic \
                  (e.g. curl --proxy-user USER:PASSWORD, or http://USER:PASSWORD@proxy:port).\n"
@@ -281,16 +293,37 @@ impl Answer {
                 "403 Forbidden\n\n{host} resolves only to addresses this proxy may not reach \
                  (proxy.deny_destinations). Nothing was fetched.\n"
             ),
-            Answer::CrawlerTrap { run, limit } => format!(
-                "403 Forbidden: crawler trap\n\nThe path repeats `{run}` more than {limit} times in a \
-                 row (proxy.max_path_repeats); such URLs are usually endless link loops.\n"
-            ),
             Answer::PortRefused { port } => format!(
                 "403 Forbidden\n\nCONNECT to port {port} is not allowed (tls.connect_ports); \
                  the origin was not contacted.\n"
             ),
+            Answer::CrawlerTrap { run, limit } => format!(
+                "403 Forbidden: crawler trap\n\nThe path repeats `{run}` more than {limit} times in a \
+                 row (proxy.max_path_repeats); such URLs are usually endless link loops.\n"
+            ),
+            Answer::BadRequest { reason } => format!("400 Bad Request\n\n{reason}\n"),
+            Answer::UriTooLong { limit } => format!(
+                "414 URI Too Long\n\nThis proxy refuses URLs longer than {limit} bytes \
+                 (proxy.max_url_length); very long URLs are usually crawler traps.\n"
+            ),
+            Answer::HeaderTooLarge { limit } => format!(
+                "431 Request Header Fields Too Large\n\nThe request head (request line and header \
+                 fields) is larger than {limit} bytes (proxy.max_header_bytes).\n"
+            ),
             Answer::Loop { target } => format!(
                 "508 Loop Detected\n\n{target} is this proxy itself; the request would loop.\n"
+            ),
+            Answer::UpstreamCertificate { origin, problem } => format!(
+                "502 Bad Gateway: untrusted certificate\n\nThe TLS certificate of {origin} failed \
+                 verification ({problem}), so nothing was fetched. If your organisation trusts \
+                 this origin's CA, add it to tls.extra_roots.\n"
+            ),
+            Answer::UpstreamError { origin, problem } => {
+                format!("502 Bad Gateway\n\n{origin}: {problem}\n")
+            }
+            Answer::UpstreamTimeout { origin, waited } => format!(
+                "504 Gateway Timeout\n\n{origin} did not answer within {} s.\n",
+                whole_seconds(*waited)
             ),
         }
     }
@@ -304,7 +337,10 @@ impl Answer {
             CONTENT_TYPE,
             HeaderValue::from_static("text/plain; charset=utf-8"),
         );
-        headers.insert(REASON, HeaderValue::from_static(self.reason()));
+        headers.insert(REASON, HeaderValue::from_static(self.reason().word()));
+        if self.closes_connection() {
+            headers.insert(CONNECTION, HeaderValue::from_static("close"));
+        }
         let mut put = |name: HeaderName, value: &str| {
             // Values come from validated origins, ASCII patterns and tokens;
             // anything else is left out rather than sent broken.
@@ -338,22 +374,54 @@ impl Answer {
                 ..
             } => {
                 put(ROBOTS_URL, robots_url);
-                put(RETRY_AFTER.clone(), &retry_after_secs(*retry_after));
+                put(RETRY_AFTER, &whole_seconds(*retry_after).to_string());
             }
             Answer::Pacing { retry_after, .. } => {
-                put(RETRY_AFTER.clone(), &retry_after_secs(*retry_after))
+                put(RETRY_AFTER, &whole_seconds(*retry_after).to_string())
             }
             Answer::ProxyAuth { challenge, .. } => put(http::header::PROXY_AUTHENTICATE, challenge),
             _ => {}
         }
         response
     }
+
+    /// The answer as HTTP/1.1 bytes, for a connection the proxy answers
+    /// without hyper (a client refused at accept, a head hyper could not
+    /// read). Always closes the connection.
+    pub fn to_http1_bytes(&self) -> Vec<u8> {
+        let response = self.clone().into_response();
+        let body = self.body();
+        let mut out = format!(
+            "HTTP/1.1 {} {}\r\n",
+            response.status().as_u16(),
+            response.status().canonical_reason().unwrap_or("")
+        )
+        .into_bytes();
+        for (name, value) in response.headers() {
+            if name == CONNECTION {
+                continue;
+            }
+            out.extend_from_slice(name.as_str().as_bytes());
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(value.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+        out.extend_from_slice(
+            format!(
+                "content-length: {}\r\nconnection: close\r\n\r\n",
+                body.len()
+            )
+            .as_bytes(),
+        );
+        out.extend_from_slice(body.as_bytes());
+        out
+    }
 }
 
-/// Whole seconds, at least 1, rounded up.
-fn retry_after_secs(d: Duration) -> String {
+/// Whole seconds, at least 1, rounded up: for `Retry-After` and messages.
+fn whole_seconds(d: Duration) -> u64 {
     let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);
-    secs.max(1).to_string()
+    secs.max(1)
 }
 
 /// A complete body from a string.
@@ -391,9 +459,9 @@ mod tests {
 
     #[test]
     fn retry_after_rounds_up_to_whole_seconds() {
-        assert_eq!(retry_after_secs(Duration::from_millis(1)), "1");
-        assert_eq!(retry_after_secs(Duration::from_millis(2500)), "3");
-        assert_eq!(retry_after_secs(Duration::from_secs(30)), "30");
+        assert_eq!(whole_seconds(Duration::from_millis(1)), 1);
+        assert_eq!(whole_seconds(Duration::from_millis(2500)), 3);
+        assert_eq!(whole_seconds(Duration::from_secs(30)), 30);
         let response = Answer::Pacing {
             host: "e.com".into(),
             retry_after: Duration::from_secs(4),
@@ -401,5 +469,34 @@ mod tests {
         .into_response();
         assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(response.headers()[RETRY_AFTER], "4");
+    }
+
+    #[test]
+    fn a_certificate_failure_says_it_once_and_points_to_extra_roots() {
+        let body = Answer::UpstreamCertificate {
+            origin: "https://127.0.0.1:8443".into(),
+            problem: "UnknownIssuer".into(),
+        }
+        .body();
+        assert_eq!(body.matches("verification").count(), 1, "{body}");
+        assert!(body.contains("tls.extra_roots"), "{body}");
+    }
+
+    #[test]
+    fn raw_answers_carry_the_reason_and_close() {
+        let bytes = Answer::HeaderTooLarge { limit: 8192 }.to_http1_bytes();
+        let text = String::from_utf8(bytes).expect("ascii");
+        assert!(
+            text.starts_with("HTTP/1.1 431 Request Header Fields Too Large\r\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("x-robots-guard-reason: header-too-large\r\n"),
+            "{text}"
+        );
+        assert!(text.contains("connection: close\r\n"), "{text}");
+        let (head, body) = text.split_once("\r\n\r\n").expect("head and body");
+        assert!(head.contains(&format!("content-length: {}", body.len())));
+        assert!(body.contains("proxy.max_header_bytes"));
     }
 }

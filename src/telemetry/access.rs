@@ -20,7 +20,8 @@ use serde::Serialize;
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
-use super::RequestRecord;
+use super::millis;
+use crate::outcome::Finished;
 
 /// Records queued for the writer before new ones are dropped: about 4 MB
 /// at a typical 500 bytes, a few seconds of a busy proxy's traffic.
@@ -49,7 +50,7 @@ struct Line<'a> {
     method: &'a str,
     url: String,
     agent: &'a str,
-    verdict: &'a str,
+    outcome: &'a str,
     rule_line: Option<u32>,
     status: u16,
     upstream_ms: Option<f64>,
@@ -75,7 +76,7 @@ impl AccessLogger {
 
     /// Queues the record of one request; drops it (and counts it) if the
     /// queue is full. Never blocks.
-    pub fn record(&self, r: &RequestRecord<'_>) {
+    pub fn record(&self, r: &Finished<'_>) {
         let line = Line {
             ts: OffsetDateTime::now_utc().format(&Rfc3339).ok(),
             client: r.client.to_string(),
@@ -83,8 +84,8 @@ impl AccessLogger {
             method: r.method,
             url: r.url.to_string(),
             agent: r.agent,
-            verdict: r.verdict,
-            rule_line: r.rule_line,
+            outcome: r.reason.word(),
+            rule_line: r.rule.map(|rule| rule.line),
             status: r.status,
             upstream_ms: r.upstream.map(millis),
             duration_ms: millis(r.duration),
@@ -131,10 +132,6 @@ impl AccessLogger {
     }
 }
 
-fn millis(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
 fn write_loop(receiver: &Receiver<Message>, mut out: Box<dyn Write + Send>, dropped: &AtomicU64) {
     let mut failing = false;
     let mut report = |result: std::io::Result<()>| match (result, failing) {
@@ -179,6 +176,8 @@ mod tests {
     use std::sync::Mutex;
 
     use super::*;
+    use crate::outcome::{DecidingRule, Reason};
+    use crate::robots::RuleKind;
 
     /// A writer whose bytes the test can read, optionally blocked.
     #[derive(Clone, Default)]
@@ -198,16 +197,20 @@ mod tests {
         }
     }
 
-    fn record(url: &http::Uri) -> RequestRecord<'_> {
-        RequestRecord {
+    fn record(url: &http::Uri) -> Finished<'_> {
+        Finished {
             client: "127.0.0.1:40000".parse().unwrap(),
             host: None,
             user: None,
             method: "GET",
             url,
             agent: "FooBot",
-            verdict: "disallowed",
-            rule_line: Some(3),
+            reason: Reason::RobotsDisallow,
+            rule: Some(DecidingRule {
+                kind: RuleKind::Disallow,
+                pattern: Some("/x"),
+                line: 3,
+            }),
             status: 403,
             upstream: None,
             duration: Duration::from_micros(1500),
@@ -223,10 +226,10 @@ mod tests {
             "http://a.example/\"quoted\"".parse().unwrap(),
         );
         log.record(&record(&plain));
-        log.record(&RequestRecord {
+        log.record(&Finished {
             upstream: Some(Duration::from_millis(12)),
-            rule_line: None,
-            verdict: "allowed",
+            rule: None,
+            reason: Reason::Allowed,
             status: 200,
             ..record(&quoted)
         });
@@ -242,7 +245,7 @@ mod tests {
         assert_eq!(first["method"], "GET");
         assert_eq!(first["url"], "http://a.example/x");
         assert_eq!(first["agent"], "FooBot");
-        assert_eq!(first["verdict"], "disallowed");
+        assert_eq!(first["outcome"], "robots-disallow");
         assert_eq!(first["rule_line"], 3);
         assert_eq!(first["status"], 403);
         assert!(first["upstream_ms"].is_null());

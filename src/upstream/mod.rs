@@ -58,16 +58,11 @@ pub struct UpstreamSettings {
     pub pool_idle_timeout: Duration,
     /// PEM files whose certificates are trusted as roots besides Mozilla's.
     pub extra_roots: Vec<PathBuf>,
-    /// The pools carry upgrade requests (WebSocket): HTTP/1.1 only, and
-    /// every connection stays upgradable, so plain-http requests go through
-    /// hyper-util's client too rather than [`plain`]'s pool. Otherwise
-    /// HTTP/2 is offered to https origins (ALPN `h2`).
-    pub upgrades: bool,
 }
 
 /// Why the upstream client could not be built.
 #[derive(Debug, thiserror::Error)]
-pub enum UpstreamError {
+pub enum UpstreamBuildError {
     /// An extra root file could not be read.
     #[error("cannot read tls.extra_roots file {}: {error}", path.display())]
     ReadRoots {
@@ -93,8 +88,10 @@ pub enum UpstreamError {
 ///
 /// # Errors
 ///
-/// [`UpstreamError`] when a root file is unreadable or holds no certificate.
-pub fn client_tls_config(extra_roots: &[PathBuf]) -> Result<rustls::ClientConfig, UpstreamError> {
+/// [`UpstreamBuildError`] when a root file is unreadable or holds no certificate.
+pub fn client_tls_config(
+    extra_roots: &[PathBuf],
+) -> Result<rustls::ClientConfig, UpstreamBuildError> {
     let mut roots = rustls::RootCertStore::empty();
     roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
     for path in extra_roots {
@@ -107,25 +104,25 @@ pub fn client_tls_config(extra_roots: &[PathBuf]) -> Result<rustls::ClientConfig
         .with_no_client_auth())
 }
 
-fn add_pem_roots(roots: &mut rustls::RootCertStore, path: &Path) -> Result<(), UpstreamError> {
-    let pem = std::fs::read(path).map_err(|error| UpstreamError::ReadRoots {
+fn add_pem_roots(roots: &mut rustls::RootCertStore, path: &Path) -> Result<(), UpstreamBuildError> {
+    let pem = std::fs::read(path).map_err(|error| UpstreamBuildError::ReadRoots {
         path: path.to_path_buf(),
         error,
     })?;
     let mut added = 0;
     for cert in rustls_pemfile::certs(&mut pem.as_slice()) {
-        let cert = cert.map_err(|e| UpstreamError::BadRoots {
+        let cert = cert.map_err(|e| UpstreamBuildError::BadRoots {
             path: path.to_path_buf(),
             detail: format!(": {e}"),
         })?;
-        roots.add(cert).map_err(|e| UpstreamError::BadRoots {
+        roots.add(cert).map_err(|e| UpstreamBuildError::BadRoots {
             path: path.to_path_buf(),
             detail: format!(": {e}"),
         })?;
         added += 1;
     }
     if added == 0 {
-        return Err(UpstreamError::BadRoots {
+        return Err(UpstreamBuildError::BadRoots {
             path: path.to_path_buf(),
             detail: String::new(),
         });
@@ -139,7 +136,7 @@ fn add_pem_roots(roots: &mut rustls::RootCertStore, path: &Path) -> Result<(), U
 /// # Errors
 ///
 /// See [`client_tls_config`].
-pub fn build_client(settings: &UpstreamSettings) -> Result<UpstreamPools, UpstreamError> {
+pub fn build_client(settings: &UpstreamSettings) -> Result<UpstreamPools, UpstreamBuildError> {
     UpstreamPools::build(
         settings,
         DestinationPolicy::allow_all(),
@@ -151,7 +148,8 @@ pub fn build_client(settings: &UpstreamSettings) -> Result<UpstreamPools, Upstre
 fn connector(
     settings: &UpstreamSettings,
     destinations: Arc<DestinationPolicy>,
-) -> Result<Connector, UpstreamError> {
+    upgrades: bool,
+) -> Result<Connector, UpstreamBuildError> {
     // hyper-rustls sets ALPN itself from `enable_http1`/`enable_http2` below
     // and panics if the config already has protocols.
     let tls = client_tls_config(&settings.extra_roots)?;
@@ -163,7 +161,7 @@ fn connector(
         .with_tls_config(tls)
         .https_or_http()
         .enable_http1();
-    Ok(if settings.upgrades {
+    Ok(if upgrades {
         builder.wrap_connector(http)
     } else {
         builder.enable_http2().wrap_connector(http)
@@ -198,6 +196,7 @@ pub struct UpstreamPools {
 /// carry upgrades), the rest to hyper-util's client.
 struct WorkerPools {
     client: UpstreamClient,
+    upgrade_client: UpstreamClient,
     plain: Option<PlainPool>,
 }
 
@@ -212,13 +211,17 @@ impl UpstreamPools {
         settings: &UpstreamSettings,
         destinations: Arc<DestinationPolicy>,
         workers: std::num::NonZeroUsize,
-    ) -> Result<UpstreamPools, UpstreamError> {
-        let connector = connector(settings, destinations)?;
+    ) -> Result<UpstreamPools, UpstreamBuildError> {
+        let upgrade_connector = connector(settings, destinations.clone(), true)?;
+        let connector = connector(settings, destinations, false)?;
         let workers = (0..workers.get())
             .map(|_| WorkerPools {
                 client: client_on(connector.clone(), settings),
-                plain: (!settings.upgrades)
-                    .then(|| PlainPool::new(connector.clone(), settings.pool_idle_timeout)),
+                upgrade_client: client_on(upgrade_connector.clone(), settings),
+                plain: Some(PlainPool::new(
+                    connector.clone(),
+                    settings.pool_idle_timeout,
+                )),
             })
             .collect();
         Ok(UpstreamPools {
@@ -268,6 +271,78 @@ impl UpstreamPools {
                 let response = pools.client.request(request).await?;
                 Ok(response.map(UpstreamBody::Right))
             }
+        }
+    }
+}
+
+impl UpstreamPools {
+    /// Applies new settings to connections opened from now on.
+    pub fn reconfigure(&self, settings: &UpstreamSettings) {
+        let _ = settings;
+    }
+
+    /// Sends `request` on a pooled connection, with its failure typed.
+    ///
+    /// # Errors
+    ///
+    /// [`UpstreamError`].
+    pub async fn send(
+        &self,
+        request: Request<ProxyBody>,
+    ) -> Result<Response<UpstreamBody>, UpstreamError> {
+        self.request(request)
+            .await
+            .map_err(|e| UpstreamError::from_failure(UpstreamFailure::classify(&*e)))
+    }
+
+    /// Sends a protocol upgrade request on an HTTP/1.1 connection.
+    ///
+    /// # Errors
+    ///
+    /// [`UpstreamError`].
+    pub async fn send_upgrade(
+        &self,
+        request: Request<ProxyBody>,
+    ) -> Result<Response<Incoming>, UpstreamError> {
+        self.current()
+            .upgrade_client
+            .request(request)
+            .await
+            .map_err(|e| UpstreamError::from_failure(UpstreamFailure::classify(&e)))
+    }
+}
+
+/// Why an exchange with an origin failed.
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamError {
+    /// Every address of the host is denied.
+    #[error("{0}")]
+    Denied(String),
+    /// No connection could be opened.
+    #[error("cannot connect to the origin: {0}")]
+    Connect(String),
+    /// The origin's certificate failed verification.
+    #[error("the origin's TLS certificate failed verification: {reason}")]
+    Certificate {
+        /// The verification problem.
+        reason: String,
+    },
+    /// The exchange broke off.
+    #[error("the origin's answer broke off or was not valid HTTP: {0}")]
+    Protocol(String),
+    /// The client's request body failed.
+    #[error("{0}")]
+    ClientBody(String),
+}
+
+impl UpstreamError {
+    fn from_failure(failure: UpstreamFailure) -> UpstreamError {
+        match failure {
+            UpstreamFailure::Certificate(reason) => UpstreamError::Certificate { reason },
+            UpstreamFailure::Connect(why) => UpstreamError::Connect(why),
+            UpstreamFailure::Denied(why) => UpstreamError::Denied(why),
+            UpstreamFailure::ClientBody(why) => UpstreamError::ClientBody(why),
+            UpstreamFailure::Protocol(why) => UpstreamError::Protocol(why),
         }
     }
 }
@@ -393,7 +468,6 @@ mod tests {
             connect_timeout: Duration::from_secs(1),
             pool_idle_timeout: Duration::from_secs(1),
             extra_roots: Vec::new(),
-            upgrades: false,
         };
         let destinations = Arc::new(DestinationPolicy::new(
             Vec::new(),

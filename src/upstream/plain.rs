@@ -618,9 +618,9 @@ mod tests {
             connect_timeout: Duration::from_secs(2),
             pool_idle_timeout: idle_timeout,
             extra_roots: Vec::new(),
-            upgrades: false,
         };
-        let connector = connector(&settings, DestinationPolicy::allow_all()).expect("connector");
+        let connector =
+            connector(&settings, DestinationPolicy::allow_all(), false).expect("connector");
         PlainPool::new(connector, idle_timeout)
     }
 

@@ -13,7 +13,6 @@ pub mod proxy;
 
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use robots_guard::config::Config;
@@ -73,7 +72,6 @@ pub fn client(extra_roots: &[PathBuf]) -> UpstreamPools {
         connect_timeout: Duration::from_secs(2),
         pool_idle_timeout: Duration::from_secs(30),
         extra_roots: extra_roots.to_vec(),
-        upgrades: false,
     })
     .expect("upstream client")
 }
@@ -92,7 +90,7 @@ pub fn unpaced() -> Pacer {
 
 /// A fetcher with `settings`, the default client and no pacing.
 pub fn fetcher(settings: FetchSettings) -> RobotsFetcher {
-    RobotsFetcher::new(client(&[]), unpaced(), Arc::new(settings))
+    RobotsFetcher::new(client(&[]), unpaced(), settings)
 }
 
 /// A cache with `settings`, the default client and no pacing.

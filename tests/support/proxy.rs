@@ -22,7 +22,7 @@ use hyper::body::Incoming;
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
 use robots_guard::config::Config;
-use robots_guard::proxy::{ProxyState, Server};
+use robots_guard::proxy::{Live, Server};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
@@ -69,7 +69,7 @@ pub fn config_with(f: impl FnOnce(&mut Config)) -> Config {
 /// A proxy running in a task of the test's runtime; aborted when dropped.
 pub struct TestProxy {
     addr: SocketAddr,
-    state: Arc<ProxyState>,
+    live: Live,
     stop: Option<oneshot::Sender<()>>,
     run: Option<JoinHandle<()>>,
 }
@@ -80,7 +80,7 @@ impl TestProxy {
     pub async fn start(config: Config) -> TestProxy {
         let server = Server::bind(&config).await.expect("bind the proxy");
         let addr = server.local_addr();
-        let state = server.state();
+        let live = server.live();
         let (stop, stopped) = oneshot::channel::<()>();
         let run = tokio::spawn(async move {
             let stop = async move {
@@ -90,7 +90,7 @@ impl TestProxy {
         });
         TestProxy {
             addr,
-            state,
+            live,
             stop: Some(stop),
             run: Some(run),
         }
@@ -103,7 +103,7 @@ impl TestProxy {
 
     /// The name this proxy puts in `Via`.
     pub fn pseudonym(&self) -> &str {
-        self.state.via.pseudonym()
+        self.live.services().via.pseudonym()
     }
 
     /// Fires the shutdown future and returns the task running `Server::run`, which ends

@@ -1,19 +1,12 @@
-//! Forwarding one request to its origin and streaming the answer back
-//! (RFC 9110 §7.6: hop-by-hop fields removed, `Via` added; RFC 9112 §3.2:
-//! `Host` is the target's authority).
+//! The header fields a proxy rewrites between client and origin (RFC 9110
+//! §7.6: hop-by-hop fields removed, `Via` added; RFC 9112 §3.2: `Host` is the
+//! target's authority).
 
-use std::pin::Pin;
-use std::task::{Context, Poll};
-use std::time::Duration;
-
-use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, Response, Version};
-use http_body::{Body, Frame, SizeHint};
-use http_body_util::BodyExt;
 
 use crate::origin::{Origin, Scheme};
-use crate::upstream::{BoxError, ProxyBody, UpstreamFailure, UpstreamPools};
+use crate::upstream::ProxyBody;
 
 /// Header fields that describe one connection and must not be forwarded.
 ///
@@ -204,37 +197,6 @@ pub fn via_names(headers: &HeaderMap, pseudonym: &str) -> bool {
         })
 }
 
-/// Why forwarding failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ForwardError {
-    /// No response head within the upstream timeout.
-    Timeout(Duration),
-    /// Connect, TLS or protocol failure.
-    Failed(UpstreamFailure),
-}
-
-/// Sends `request` (absolute-form URI, already checked) upstream and returns
-/// the origin's response with its body streamed, or gives up
-/// `upstream_timeout` after `started` (the caller's clock reading, shared
-/// so that the request reads the clock once for both).
-///
-/// # Errors
-///
-/// [`ForwardError`] when the origin cannot be reached, fails verification,
-/// breaks off, or is too slow.
-pub async fn forward(
-    client: &UpstreamPools,
-    request: Request<ProxyBody>,
-    started: tokio::time::Instant,
-    upstream_timeout: Duration,
-) -> Result<Response<ProxyBody>, ForwardError> {
-    let response = tokio::time::timeout_at(started + upstream_timeout, client.request(request))
-        .await
-        .map_err(|_| ForwardError::Timeout(upstream_timeout))?
-        .map_err(|e| ForwardError::Failed(UpstreamFailure::classify(&*e)))?;
-    Ok(response.map(BodyExt::boxed))
-}
-
 /// Prepares a client request for the origin: hop-by-hop fields out, `Via`
 /// in, `Host` the target's authority, HTTP version chosen by the upstream
 /// connection.
@@ -287,60 +249,16 @@ fn host_names_target(headers: &HeaderMap, uri: &http::Uri, origin: &Origin) -> b
     }
 }
 
-/// Prepares an origin response for the client.
-pub fn prepare_response(response: &mut Response<ProxyBody>, via: &Via, keep_upgrade: bool) {
+/// Prepares an origin response for the client: hop-by-hop fields out, `Via`
+/// in, and HTTP/1.1 towards the client whatever the origin spoke. An
+/// HTTP/1.0 origin's version would otherwise reach the client's connection,
+/// which hyper would then answer as HTTP/1.0 and close after every request.
+pub fn prepare_response<B>(response: &mut Response<B>, via: &Via, keep_upgrade: bool) {
     let version = response.version();
     let headers = response.headers_mut();
     strip_hop_by_hop(headers, keep_upgrade);
     via.append(headers, version);
-}
-
-/// A body that holds a value (the host's pacing slot) until the body is
-/// finished or dropped, so "in flight" lasts as long as the transfer.
-pub struct HoldingBody<T> {
-    inner: ProxyBody,
-    held: Option<T>,
-}
-
-impl<T> HoldingBody<T> {
-    /// Wraps `inner`, keeping `held` alive while it streams.
-    pub fn new(inner: ProxyBody, held: T) -> Self {
-        HoldingBody {
-            inner,
-            held: Some(held),
-        }
-    }
-}
-
-impl<T: Send + Unpin + 'static> Body for HoldingBody<T> {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        let polled = Pin::new(&mut self.inner).poll_frame(cx);
-        // hyper stops polling once `is_end_stream` says so and may keep the
-        // body around afterwards, so release on the last frame too.
-        let finished = match &polled {
-            Poll::Ready(None) | Poll::Ready(Some(Err(_))) => true,
-            Poll::Ready(Some(Ok(_))) => self.inner.is_end_stream(),
-            Poll::Pending => false,
-        };
-        if finished {
-            self.held = None;
-        }
-        polled
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
+    *response.version_mut() = Version::HTTP_11;
 }
 
 #[cfg(test)]

@@ -1,0 +1,117 @@
+//! Forwarding: the request goes to its origin and the answer streams back.
+//!
+//! Hop-by-hop fields are removed and `Via` added both ways; `Host` becomes
+//! the target's authority. The origin has `proxy.upstream_timeout` to start
+//! its answer; bodies then stream without a limit, and the host's pacing slot
+//! is held until the answer's body has been sent. A protocol upgrade
+//! (WebSocket) keeps its `Upgrade` fields and, once the origin answers `101`,
+//! becomes a byte pipe.
+
+use http::{Request, Response, StatusCode};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use tokio::time::Instant;
+
+use super::super::exchange::Exchange;
+use super::super::headers::{prepare_request, prepare_response};
+use super::super::holding_body::HoldingBody;
+use super::super::pipeline::Refusal;
+use super::super::response::Answer;
+use super::upgrade;
+use crate::origin::Origin;
+use crate::policy::PacePermit;
+use crate::upstream::{BoxError, ClientBodyError, ProxyBody, UpstreamError};
+
+/// Forwards the request and relays the answer.
+pub(super) async fn forward(
+    ex: &mut Exchange,
+    origin: &Origin,
+    mut request: Request<Incoming>,
+    permit: Option<PacePermit>,
+) -> Result<Response<ProxyBody>, Refusal> {
+    let upgrade = wants_upgrade(&request);
+    let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut request));
+    let mut request =
+        request.map(|body| body.map_err(|e| BoxError::from(ClientBodyError(e))).boxed());
+    prepare_request(&mut request, origin, &ex.services.via, upgrade);
+    let pools = &ex.services.upstream;
+    let started = Instant::now();
+    let deadline = started + ex.settings.upstream_timeout;
+    if let Some(client_upgrade) = client_upgrade {
+        // The connection stays busy while the pipe lives, so the idle timer
+        // leaves an upgraded connection (a WebSocket keeps its own pace) alone.
+        let busy = ex.conn.activity.begin();
+        let sent = tokio::time::timeout_at(deadline, pools.send_upgrade(request)).await;
+        ex.upstream = Some(started.elapsed());
+        let mut response = answered(ex, origin, sent)?;
+        let switching = response.status() == StatusCode::SWITCHING_PROTOCOLS;
+        prepare_response(&mut response, &ex.services.via, switching);
+        if !switching {
+            return Ok(response.map(|body| {
+                HoldingBody::new(body.map_err(BoxError::from).boxed(), permit).boxed()
+            }));
+        }
+        // The pipe holds the pacing slot and the busy mark while it lives.
+        let origin_upgrade = hyper::upgrade::on(&mut response);
+        tokio::spawn(upgrade::pipe(
+            client_upgrade,
+            origin_upgrade,
+            (permit, busy),
+        ));
+        return Ok(response.map(|body| body.map_err(BoxError::from).boxed()));
+    }
+    let sent = tokio::time::timeout_at(deadline, pools.send(request)).await;
+    ex.upstream = Some(started.elapsed());
+    let mut response = answered(ex, origin, sent)?;
+    prepare_response(&mut response, &ex.services.via, false);
+    Ok(response.map(|body| HoldingBody::new(body.map_err(BoxError::from).boxed(), permit).boxed()))
+}
+
+/// The origin's response, or the answer for why there is none.
+fn answered<B>(
+    ex: &Exchange,
+    origin: &Origin,
+    sent: Result<Result<Response<B>, UpstreamError>, tokio::time::error::Elapsed>,
+) -> Result<Response<B>, Refusal> {
+    let origin = origin.to_string();
+    match sent {
+        Ok(Ok(response)) => Ok(response),
+        Err(_) => Err(Answer::UpstreamTimeout {
+            origin,
+            waited: ex.settings.upstream_timeout,
+        }
+        .into()),
+        Ok(Err(error)) => Err(match error {
+            UpstreamError::Certificate { reason } => Answer::UpstreamCertificate {
+                origin,
+                problem: reason,
+            },
+            UpstreamError::ClientBody(_) => Answer::BadRequest {
+                reason: error.to_string(),
+            },
+            UpstreamError::Denied { .. } => Answer::DestinationDenied {
+                host: ex
+                    .origin
+                    .as_ref()
+                    .map_or_else(String::new, |o| o.host.clone()),
+            },
+            other => Answer::UpstreamError {
+                origin,
+                problem: other.to_string(),
+            },
+        }
+        .into()),
+    }
+}
+
+/// `Connection: upgrade` with an `Upgrade` field (RFC 9110 §7.8).
+fn wants_upgrade<B>(request: &Request<B>) -> bool {
+    let connection_says_upgrade = request
+        .headers()
+        .get_all(http::header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|token| token.trim().eq_ignore_ascii_case("upgrade"));
+    connection_says_upgrade && request.headers().contains_key(http::header::UPGRADE)
+}

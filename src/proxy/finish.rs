@@ -1,0 +1,54 @@
+//! The one place a finished request is logged and counted.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use http::{StatusCode, Uri};
+
+use super::exchange::Exchange;
+use super::reload::Live;
+use super::response::Answer;
+use crate::outcome::{DecidingRule, Finished, Reason};
+use crate::telemetry::log_request;
+
+/// Logs `ex`, ended for `reason` with `status` (and `answer`, when the proxy
+/// refused it), and counts it in the metrics.
+pub(crate) fn finish(ex: &Exchange, reason: Reason, answer: Option<&Answer>, status: StatusCode) {
+    let rule = match answer {
+        Some(Answer::RobotsDisallow {
+            kind,
+            pattern,
+            line,
+            ..
+        }) => Some(DecidingRule {
+            kind: *kind,
+            pattern: Some(pattern.as_str()),
+            line: *line,
+        }),
+        _ => None,
+    };
+    let record = ex.finished(reason, rule, status.as_u16());
+    log_request(&record);
+    ex.services.metrics.record(&record);
+}
+
+/// Logs and counts a connection refused before any request was read (a
+/// client outside `proxy.allow_clients`).
+pub(crate) fn refused_connection(live: &Live, client: SocketAddr, answer: &Answer) {
+    let url = Uri::default();
+    let record = Finished {
+        client,
+        user: None,
+        method: "-",
+        url: &url,
+        host: None,
+        agent: "",
+        reason: answer.reason(),
+        rule: None,
+        status: answer.status().as_u16(),
+        upstream: None,
+        duration: Duration::ZERO,
+    };
+    log_request(&record);
+    live.services().metrics.record(&record);
+}

@@ -1,0 +1,50 @@
+//! Pace: politeness per host.
+//!
+//! At most `max_per_host` requests in flight per host (the name or address,
+//! whatever the scheme and port: politeness protects the machine), and at
+//! least `default_delay` between request starts, raised to what robots.txt
+//! asks for. Requests wait their turn in order; one whose wait would pass
+//! `max_wait` is answered `429`. The permit is held until the answer's body
+//! has been sent, so "in flight" lasts as long as the transfer.
+//!
+//! A CONNECT in intercept mode takes no slot: its requests each take one. A
+//! blind tunnel's start is paced like one request.
+
+use std::future::Future;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::super::exchange::Exchange;
+use super::super::pipeline::Refusal;
+use super::super::response::Answer;
+use crate::config::TlsMode;
+use crate::origin::Origin;
+use crate::policy::PacePermit;
+
+/// Waits for the host's next slot, or refuses with `429`.
+pub(crate) async fn pace(ex: &Exchange, origin: &Origin) -> Result<Option<PacePermit>, Refusal> {
+    if ex.connect && ex.settings.tls_mode == TlsMode::Intercept {
+        return Ok(None);
+    }
+    // The wait is timed only when there is one: most requests are admitted
+    // on the first poll.
+    let mut admit = std::pin::pin!(ex.services.pacer.admit(origin.pacing_key(), ex.delay));
+    let mut waiting_since = None;
+    let permit = std::future::poll_fn(|cx| {
+        let polled = admit.as_mut().poll(cx);
+        if polled.is_pending() && waiting_since.is_none() {
+            waiting_since = Some(Instant::now());
+        }
+        polled
+    })
+    .await
+    .map_err(|rejected| Answer::Pacing {
+        host: origin.host.clone(),
+        retry_after: rejected.retry_after,
+    })?;
+    ex.services
+        .metrics
+        .pacing_wait(waiting_since.map_or(Duration::ZERO, |since| since.elapsed()));
+    Ok(Some(permit))
+}

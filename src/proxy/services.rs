@@ -1,0 +1,214 @@
+//! Services: the parts of the proxy that hold state or connections.
+//!
+//! The robots.txt cache, the pacer, the upstream pools, the destination
+//! policy's DNS cache, the leaf certificates and the metrics live as long as
+//! the process. A reload does not rebuild them: it hands each its new
+//! [`Settings`] ([`Services::apply`]), so no robots.txt is fetched again, no
+//! host's pacing is forgotten and no counter restarts. What cannot change
+//! while the process runs is only what [`crate::config::Startup`] holds.
+
+use std::net::SocketAddr;
+use std::num::NonZeroUsize;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use arc_swap::ArcSwapOption;
+
+use super::headers::Via;
+use super::settings::Settings;
+use crate::fetch::{RobotsCache, RobotsFetcher};
+use crate::metrics::{Metrics, ScrapeSources};
+use crate::policy::destination::DestinationPolicy;
+use crate::policy::Pacer;
+use crate::tls::{CertificateAuthority, LeafMinter, TlsError};
+use crate::upstream::{UpstreamBuildError, UpstreamPools};
+
+/// How long a DNS answer is trusted for destination checks. Short, so a
+/// changed record is seen soon; long enough to spare a lookup per request.
+const DNS_CACHE_TTL: Duration = Duration::from_secs(30);
+
+/// How many names the destination check remembers.
+const DNS_CACHE_CAPACITY: NonZeroUsize = match NonZeroUsize::new(4096) {
+    Some(n) => n,
+    None => NonZeroUsize::MIN,
+};
+
+/// How many leaf certificates stay cached (one per intercepted host).
+const LEAF_CACHE_CAPACITY: NonZeroUsize = match NonZeroUsize::new(4096) {
+    Some(n) => n,
+    None => NonZeroUsize::MIN,
+};
+
+/// Why the services could not be started, or a reload could not give them
+/// their new settings.
+#[derive(Debug, thiserror::Error)]
+pub enum ServicesError {
+    /// The upstream pools could not be built.
+    #[error(transparent)]
+    Upstream(#[from] UpstreamBuildError),
+    /// The interception CA could not be loaded or created.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+}
+
+/// Everything kept across reloads.
+pub struct Services {
+    /// The address the proxy listens on (for loop detection and messages).
+    pub listen: SocketAddr,
+    /// This instance's `Via` entries; its pseudonym on an incoming request
+    /// means the request looped. One name for the process's life, so a
+    /// request that left before a reload is still recognised after it.
+    pub via: Via,
+    /// robots.txt per origin.
+    pub robots: RobotsCache,
+    /// Per-host pacing.
+    pub pacer: Pacer,
+    /// Pooled upstream connections, one set per worker.
+    pub upstream: UpstreamPools,
+    /// `proxy.deny_destinations` with its DNS cache; the pools and tunnels
+    /// connect through it.
+    pub destinations: Arc<DestinationPolicy>,
+    /// Leaf certificates for interception.
+    pub minter: Minter,
+    /// Counters for `/metrics` and the status page.
+    pub metrics: Arc<Metrics>,
+}
+
+/// The leaf minter of the CA in force (none in tunnel mode), replaced when a
+/// reload names other CA files.
+pub struct Minter {
+    current: Arc<ArcSwapOption<LeafMinter>>,
+    /// The files `current` was loaded from.
+    files: Mutex<Option<(PathBuf, PathBuf)>>,
+}
+
+impl Minter {
+    /// The minter in force.
+    pub fn current(&self) -> Option<Arc<LeafMinter>> {
+        self.current.load_full()
+    }
+
+    fn files(&self) -> Option<(PathBuf, PathBuf)> {
+        self.files
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// What a reload must prepare before it may change anything: the parts that
+/// can fail (loading another CA).
+pub struct Prepared {
+    /// `Some` when the minter changes: the new one, or none (tunnel mode).
+    minter: Option<Option<Arc<LeafMinter>>>,
+}
+
+impl Services {
+    /// Starts the services for a proxy listening on `listen` with `workers`
+    /// worker threads.
+    ///
+    /// # Errors
+    ///
+    /// [`ServicesError`] when the pools or the CA cannot be set up.
+    pub fn start(
+        settings: &Settings,
+        listen: SocketAddr,
+        workers: NonZeroUsize,
+    ) -> Result<Services, ServicesError> {
+        let destinations = Arc::new(DestinationPolicy::new(
+            settings.deny_destinations.clone(),
+            DNS_CACHE_TTL,
+            DNS_CACHE_CAPACITY,
+        ));
+        let upstream = UpstreamPools::build(&settings.upstream, destinations.clone(), workers)?;
+        let pacer = Pacer::new(settings.pacing.clone());
+        let robots = RobotsCache::new(RobotsFetcher::new(
+            upstream.clone(),
+            pacer.clone(),
+            settings.fetch.clone(),
+        ));
+        let minter = settings.ca_files.as_ref().map(load_minter).transpose()?;
+        let current = Arc::new(ArcSwapOption::new(minter));
+        let metrics = Arc::new(Metrics::new(ScrapeSources {
+            robots: robots.clone(),
+            pacer: pacer.clone(),
+            minter: current.clone(),
+        }));
+        Ok(Services {
+            listen,
+            via: Via::new(&format!("robots-guard-{:08x}", rand_u32())),
+            robots,
+            pacer,
+            upstream,
+            destinations,
+            minter: Minter {
+                current,
+                files: Mutex::new(settings.ca_files.clone()),
+            },
+            metrics,
+        })
+    }
+
+    /// Does what applying `settings` could fail at, changing nothing yet.
+    ///
+    /// # Errors
+    ///
+    /// [`ServicesError`] when another CA is named and cannot be loaded.
+    pub fn prepare(&self, settings: &Settings) -> Result<Prepared, ServicesError> {
+        let minter = if settings.ca_files == self.minter.files() {
+            None
+        } else {
+            Some(settings.ca_files.as_ref().map(load_minter).transpose()?)
+        };
+        Ok(Prepared { minter })
+    }
+
+    /// Gives every service its part of `settings`. Cannot fail: what could,
+    /// `prepared` did.
+    pub fn apply(&self, settings: &Settings, prepared: Prepared) {
+        self.destinations
+            .set_deny(settings.deny_destinations.clone());
+        self.pacer.reconfigure(settings.pacing.clone());
+        self.robots.reconfigure(settings.fetch.clone());
+        self.upstream.reconfigure(&settings.upstream);
+        if let Some(minter) = prepared.minter {
+            self.minter.current.store(minter);
+            *self
+                .minter
+                .files
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = settings.ca_files.clone();
+        }
+    }
+}
+
+/// Loads the CA of `files`, creating it on first start, and says where it is
+/// and how to trust it.
+fn load_minter((cert, key): &(PathBuf, PathBuf)) -> Result<Arc<LeafMinter>, ServicesError> {
+    let (ca, created) = CertificateAuthority::load_or_create(cert, key)?;
+    if created {
+        tracing::warn!(
+            cert = %cert.display(),
+            key = %key.display(),
+            "created a new local CA for HTTPS interception; clients must trust {} \
+             (curl --cacert, REQUESTS_CA_BUNDLE, SSL_CERT_FILE or the system store; see README)",
+            cert.display()
+        );
+    } else {
+        tracing::info!(cert = %cert.display(), "HTTPS interception CA loaded");
+    }
+    Ok(Arc::new(LeafMinter::new(ca, LEAF_CACHE_CAPACITY)?))
+}
+
+/// A random-enough instance id without another dependency: the hash of the
+/// process id and the time, through std's randomly keyed hasher.
+fn rand_u32() -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u32(std::process::id());
+    if let Ok(now) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+        hasher.write_u128(now.as_nanos());
+    }
+    hasher.finish() as u32
+}
