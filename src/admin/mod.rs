@@ -231,9 +231,7 @@ pub fn classic_text(openmetrics: &str) -> String {
             }
             None => {
                 let sample = line.split(['{', ' ']).next().unwrap_or_default();
-                let created = sample
-                    .strip_suffix("_created")
-                    .is_some_and(&is_counter);
+                let created = sample.strip_suffix("_created").is_some_and(&is_counter);
                 if created {
                     continue;
                 }

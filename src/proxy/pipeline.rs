@@ -30,19 +30,8 @@ use super::endings;
 use super::exchange::{Conn, Exchange};
 use super::finish::finish;
 use super::phases::{admit, destination, identity, pace, robots, target};
-use super::response::Answer;
+use super::response::Refusal;
 use crate::upstream::ProxyBody;
-
-/// A phase's refusal: the answer to send. Boxed, because refusals are the
-/// cold path and the `Result` of every phase stays small.
-#[derive(Debug)]
-pub(crate) struct Refusal(pub Box<Answer>);
-
-impl From<Answer> for Refusal {
-    fn from(answer: Answer) -> Refusal {
-        Refusal(Box::new(answer))
-    }
-}
 
 /// Runs one request through the phases, ends it, and logs and counts it.
 pub(crate) async fn run(conn: Arc<Conn>, request: Request<Incoming>) -> Response<ProxyBody> {

@@ -418,6 +418,17 @@ impl Answer {
     }
 }
 
+/// A phase's refusal: the answer to send. Boxed, because refusals are the
+/// cold path and the `Result` of every phase stays small.
+#[derive(Debug)]
+pub(crate) struct Refusal(pub Box<Answer>);
+
+impl From<Answer> for Refusal {
+    fn from(answer: Answer) -> Refusal {
+        Refusal(Box::new(answer))
+    }
+}
+
 /// Whole seconds, at least 1, rounded up: for `Retry-After` and messages.
 fn whole_seconds(d: Duration) -> u64 {
     let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);

@@ -21,8 +21,7 @@ use hyper_util::rt::TokioIo;
 
 use super::super::exchange::{Conn, Entry, Exchange};
 use super::super::idle::Activity;
-use super::super::pipeline::Refusal;
-use super::super::response::{text_body, Answer};
+use super::super::response::{text_body, Answer, Refusal};
 use super::peek::{peek, Carried, Prefixed};
 use super::{intercept, tunnel};
 use crate::config::TlsMode;

@@ -13,7 +13,7 @@ use http::{Request, Response};
 use hyper::body::Incoming;
 
 use super::exchange::Exchange;
-use super::pipeline::Refusal;
+use super::response::Refusal;
 use crate::origin::Origin;
 use crate::policy::PacePermit;
 use crate::upstream::ProxyBody;

@@ -9,8 +9,7 @@
 use http::Request;
 
 use super::super::exchange::{Entry, Exchange};
-use super::super::pipeline::Refusal;
-use super::super::response::Answer;
+use super::super::response::{Answer, Refusal};
 
 /// Admits the request or answers `407`.
 pub(crate) fn admit<B>(ex: &mut Exchange, request: &Request<B>) -> Result<(), Refusal> {

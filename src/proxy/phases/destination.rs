@@ -8,8 +8,7 @@
 //! through.
 
 use super::super::exchange::Exchange;
-use super::super::pipeline::Refusal;
-use super::super::response::Answer;
+use super::super::response::{Answer, Refusal};
 use crate::origin::Origin;
 
 /// Refuses origins whose every address is denied.

@@ -15,8 +15,7 @@ use http::header::USER_AGENT;
 use http::Request;
 
 use super::super::exchange::Exchange;
-use super::super::pipeline::Refusal;
-use super::super::response::Answer;
+use super::super::response::{Answer, Refusal};
 use crate::config::TlsMode;
 use crate::robots::product_token;
 

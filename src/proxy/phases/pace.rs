@@ -16,8 +16,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::super::exchange::Exchange;
-use super::super::pipeline::Refusal;
-use super::super::response::Answer;
+use super::super::response::{Answer, Refusal};
 use crate::config::TlsMode;
 use crate::origin::Origin;
 use crate::policy::PacePermit;

@@ -18,8 +18,7 @@ use std::time::Duration;
 use http::Request;
 
 use super::super::exchange::Exchange;
-use super::super::pipeline::Refusal;
-use super::super::response::{Answer, ServedAs};
+use super::super::response::{Answer, Refusal, ServedAs};
 use crate::config::TlsMode;
 use crate::fetch::{RobotsEntry, RobotsRules};
 use crate::origin::Origin;

@@ -23,8 +23,7 @@ use http::uri::{Authority, PathAndQuery, Scheme as UriScheme};
 use http::{Method, Request, Uri};
 
 use super::super::exchange::{Entry, Exchange};
-use super::super::pipeline::Refusal;
-use super::super::response::Answer;
+use super::super::response::{Answer, Refusal};
 use crate::origin::{Origin, OriginError, Scheme};
 
 /// Reads the request's origin and rewrites its target into the form it is
