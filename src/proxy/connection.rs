@@ -18,9 +18,12 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::exchange::Conn;
+use super::finish;
 use super::holding_body::HoldingBody;
-use super::idle::IdleIo;
+use super::idle::{IdleIo, Replace};
 use super::pipeline;
+use super::response::Answer;
+use super::settings::Settings;
 
 /// Serves `io` for `conn` until the client closes it, the server drains, or
 /// a timer closes it. `http2`: the client chose HTTP/2 (only over TLS).
@@ -30,7 +33,11 @@ where
 {
     // Connection settings are those in force when it opened.
     let settings = conn.scope.live().settings();
-    let io = TokioIo::new(IdleIo::new(io, conn.activity.clone(), settings.timeouts));
+    let mut io = IdleIo::new(io, conn.activity.clone(), settings.timeouts);
+    if !http2 {
+        io = io.for_http1(own_answers(&conn, &settings));
+    }
+    let io = TokioIo::new(io);
     let serving = conn.clone();
     let service = service_fn(move |request: Request<Incoming>| {
         let conn = serving.clone();
@@ -64,6 +71,27 @@ where
         }
         None => tracing::debug!(client = %conn.client, "connection closed: drain timed out"),
     }
+}
+
+/// The proxy's answers for those hyper makes itself to heads it cannot read
+/// (see [`IdleIo::for_http1`]): the same refusals, logged and counted.
+fn own_answers(conn: &Arc<Conn>, settings: &Settings) -> Replace {
+    let conn = conn.clone();
+    let (head_limit, url_limit) = (settings.max_header_bytes, settings.max_url_length);
+    Box::new(move |status| {
+        let answer = match status {
+            431 => Answer::HeaderTooLarge { limit: head_limit },
+            414 => Answer::UriTooLong { limit: url_limit },
+            400 => Answer::BadRequest {
+                reason: "the request could not be read as HTTP/1.1: a malformed request line \
+                         or header field"
+                    .to_owned(),
+            },
+            _ => return None,
+        };
+        finish::refused_connection(conn.scope.live(), conn.client, &answer);
+        Some(answer.to_http1_bytes())
+    })
 }
 
 /// [`serve`], boxed as a `Send` future: what a CONNECT's tunnel task runs.

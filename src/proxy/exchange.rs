@@ -85,6 +85,11 @@ pub(crate) struct Exchange {
     pub upstream: Option<Duration>,
     /// How it ended, when it went through: forwarded, or a tunnel.
     pub reason: Reason,
+    /// A blind tunnel's refusal that holds only if the tunnel turns out to
+    /// carry TLS: the `https` origin's robots.txt could not be fetched, which
+    /// says nothing about plain HTTP in the tunnel (judged request by
+    /// request).
+    pub if_tls: Option<super::response::Answer>,
 }
 
 impl Exchange {
@@ -106,6 +111,7 @@ impl Exchange {
             delay: Duration::ZERO,
             upstream: None,
             reason: Reason::Allowed,
+            if_tls: None,
             conn,
         }
     }

@@ -8,6 +8,7 @@ use http::{StatusCode, Uri};
 use super::exchange::Exchange;
 use super::reload::Live;
 use super::response::Answer;
+use super::services::Services;
 use crate::outcome::{DecidingRule, Finished, Reason};
 use crate::telemetry::log_request;
 
@@ -33,16 +34,38 @@ pub(crate) fn finish(ex: &Exchange, reason: Reason, answer: Option<&Answer>, sta
 }
 
 /// Logs and counts a connection refused before any request was read (a
-/// client outside `proxy.allow_clients`).
+/// client outside `proxy.allow_clients`, a head hyper could not read).
 pub(crate) fn refused_connection(live: &Live, client: SocketAddr, answer: &Answer) {
-    let url = Uri::default();
+    refused_outside_the_pipeline(live.services(), client, "-", &Uri::default(), "", answer);
+}
+
+/// Logs and counts a blind tunnel closed once it showed TLS (see
+/// `Exchange::if_tls`); its CONNECT was logged when it was answered.
+pub(crate) fn refused_tunnel(
+    services: &Services,
+    client: SocketAddr,
+    url: &Uri,
+    agent: &str,
+    answer: &Answer,
+) {
+    refused_outside_the_pipeline(services, client, "CONNECT", url, agent, answer);
+}
+
+fn refused_outside_the_pipeline(
+    services: &Services,
+    client: SocketAddr,
+    method: &str,
+    url: &Uri,
+    agent: &str,
+    answer: &Answer,
+) {
     let record = Finished {
         client,
         user: None,
-        method: "-",
-        url: &url,
+        method,
+        url,
         host: None,
-        agent: "",
+        agent,
         reason: answer.reason(),
         rule: None,
         status: answer.status().as_u16(),
@@ -50,5 +73,5 @@ pub(crate) fn refused_connection(live: &Live, client: SocketAddr, answer: &Answe
         duration: Duration::ZERO,
     };
     log_request(&record);
-    live.services().metrics.record(&record);
+    services.metrics.record(&record);
 }

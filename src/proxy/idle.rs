@@ -21,6 +21,8 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
 
+use super::head_scan::LengthFields;
+
 /// The two limits.
 #[derive(Debug, Clone, Copy)]
 pub struct Timeouts {
@@ -50,6 +52,9 @@ pub struct Activity {
     /// When the last request ended, in nanoseconds after `born`.
     quiet_at: AtomicU64,
     born: Instant,
+    /// The head being read carries both `Content-Length` and
+    /// `Transfer-Encoding` (see [`LengthFields`]).
+    ambiguous_length: std::sync::atomic::AtomicBool,
 }
 
 impl Activity {
@@ -61,7 +66,14 @@ impl Activity {
             quiet_since: AtomicU64::new(0),
             quiet_at: AtomicU64::new(0),
             born: Instant::now(),
+            ambiguous_length: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// Did the head of the request now in the service carry both
+    /// `Content-Length` and `Transfer-Encoding`? Clears the mark.
+    pub fn take_ambiguous_length(&self) -> bool {
+        self.ambiguous_length.swap(false, Ordering::AcqRel)
     }
 
     /// Marks a request in flight until the returned guard is dropped.
@@ -124,7 +136,34 @@ pub struct IdleIo<T> {
     seen_quiet_mark: u64,
     /// A request head not yet handed to the service, and since when.
     head: Head,
+    /// The length fields of that head, as it arrives.
+    length_fields: LengthFields,
+    /// HTTP/1.x (heads are text, answered by hyper when unreadable).
+    http1: bool,
     timer: Pin<Box<Sleep>>,
+    /// hyper's own answers to heads it cannot read, and their replacements.
+    own_answers: OwnAnswers,
+}
+
+/// Makes the proxy's own answer for the status of an answer hyper wrote
+/// itself (and logs and counts it); `None` leaves hyper's answer as it is.
+pub type Replace = Box<dyn Fn(u16) -> Option<Vec<u8>> + Send + Sync>;
+
+/// hyper answers a request head it cannot read (`400` for a malformed line
+/// or field, `414` for an over-long target, `431` for an over-large head)
+/// itself, with a bare status and no body, and closes. That answer reaches
+/// the IO as the only bytes written after a new head began and before any
+/// request reached the service; it is swapped for the proxy's own answer
+/// (reason header, text, a log line, a metric), like every other refusal.
+#[derive(Default)]
+struct OwnAnswers {
+    replace: Option<Replace>,
+    /// The replacement, and how much of it is written.
+    pending: Vec<u8>,
+    written: usize,
+    /// The connection ends with the replacement: hyper's further bytes go
+    /// nowhere.
+    swallow: bool,
 }
 
 /// Where the connection is in receiving a request head.
@@ -150,8 +189,39 @@ impl<T> IdleIo<T> {
             moved: false,
             seen_quiet_mark: 0,
             head: Head::None,
+            length_fields: LengthFields::new(),
+            http1: false,
             timer: Box::pin(tokio::time::sleep_until(now + timeouts.idle)),
+            own_answers: OwnAnswers::default(),
         }
+    }
+
+    /// The connection speaks HTTP/1.x: its heads are scanned for ambiguous
+    /// length fields ([`Activity::take_ambiguous_length`]), and hyper's own
+    /// answers to unreadable heads are replaced with `replace`'s.
+    #[must_use]
+    pub fn for_http1(mut self, replace: Replace) -> IdleIo<T> {
+        self.http1 = true;
+        self.own_answers.replace = Some(replace);
+        self
+    }
+
+    /// Is `data` hyper's own answer to a head it could not read? Only then
+    /// is a complete, bodiless response head written while a new head has
+    /// begun and no request is in the service.
+    fn own_answer_status(&self, data: &[u8]) -> Option<u16> {
+        self.own_answers.replace.as_ref()?;
+        if self.activity.is_busy()
+            || self.activity.upgraded.load(Ordering::Acquire)
+            || matches!(self.head, Head::None)
+        {
+            return None;
+        }
+        let rest = data.strip_prefix(b"HTTP/1.")?;
+        let bodiless = data.ends_with(b"\r\n\r\n")
+            && memchr::memmem::find(&data.to_ascii_lowercase(), b"content-length: 0\r\n").is_some();
+        let status = std::str::from_utf8(rest.get(2..5)?).ok()?.parse().ok()?;
+        bodiless.then_some(status)
     }
 
     /// Notes that bytes moved; the clock is read when the read side would
@@ -178,6 +248,7 @@ impl<T> IdleIo<T> {
             self.head = Head::None;
         } else if matches!(self.head, Head::None) {
             self.head = Head::Started;
+            self.length_fields = LengthFields::new();
         }
         self.moved = true;
     }
@@ -260,6 +331,14 @@ impl<T: AsyncRead + Unpin> AsyncRead for IdleIo<T> {
             Poll::Ready(Ok(())) => {
                 if buf.filled().len() > before {
                     self.saw_bytes(true);
+                    if self.http1 && !matches!(self.head, Head::None) {
+                        self.length_fields.feed(&buf.filled()[before..]);
+                        if self.length_fields.ambiguous() {
+                            self.activity
+                                .ambiguous_length
+                                .store(true, Ordering::Release);
+                        }
+                    }
                 }
                 Poll::Ready(Ok(()))
             }
@@ -272,15 +351,57 @@ impl<T: AsyncRead + Unpin> AsyncRead for IdleIo<T> {
     }
 }
 
+impl<T: AsyncWrite + Unpin> IdleIo<T> {
+    /// Writes what is left of a replacement answer; ready when none is.
+    fn poll_pending(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let own = &mut self.own_answers;
+        while own.written < own.pending.len() {
+            let n = std::task::ready!(
+                Pin::new(&mut self.inner).poll_write(cx, &own.pending[own.written..])
+            )?;
+            if n == 0 {
+                return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into()));
+            }
+            own.written += n;
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    /// Takes `data` (all of it, as hyper sees it) in place of hyper's own
+    /// answer, if it is one: queues the replacement.
+    fn took_own_answer(&mut self, data: &[u8]) -> bool {
+        if self.own_answers.swallow {
+            return true;
+        }
+        let Some(status) = self.own_answer_status(data) else {
+            return false;
+        };
+        let Some(replacement) = self.own_answers.replace.as_ref().and_then(|r| r(status)) else {
+            return false;
+        };
+        self.own_answers.pending = replacement;
+        self.own_answers.written = 0;
+        self.own_answers.swallow = true;
+        true
+    }
+}
+
 impl<T: AsyncWrite + Unpin> AsyncWrite for IdleIo<T> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         data: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        let polled = Pin::new(&mut self.inner).poll_write(cx, data);
+        let this = &mut *self;
+        if this.took_own_answer(data) {
+            // hyper's bytes count as written; the replacement goes out as
+            // far as the socket takes it now, the rest on flush.
+            let _ = this.poll_pending(cx)?;
+            return Poll::Ready(Ok(data.len()));
+        }
+        let polled = Pin::new(&mut this.inner).poll_write(cx, data);
         if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
-            self.saw_bytes(false);
+            this.saw_bytes(false);
         }
         polled
     }
@@ -290,9 +411,18 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for IdleIo<T> {
         cx: &mut Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
-        let polled = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        let this = &mut *self;
+        if this.own_answers.replace.is_some() && !this.activity.is_busy() {
+            // Rare (a quiet connection writing): look at the whole message.
+            let whole: Vec<u8> = bufs.iter().flat_map(|b| b.iter().copied()).collect();
+            if this.took_own_answer(&whole) {
+                let _ = this.poll_pending(cx)?;
+                return Poll::Ready(Ok(whole.len()));
+            }
+        }
+        let polled = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
         if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
-            self.saw_bytes(false);
+            this.saw_bytes(false);
         }
         polled
     }
@@ -302,10 +432,12 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for IdleIo<T> {
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        std::task::ready!(self.poll_pending(cx))?;
         Pin::new(&mut self.inner).poll_flush(cx)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        std::task::ready!(self.poll_pending(cx))?;
         Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }

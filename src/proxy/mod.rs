@@ -44,6 +44,7 @@ mod connection;
 mod endings;
 mod exchange;
 mod finish;
+mod head_scan;
 pub mod headers;
 mod holding_body;
 mod idle;

@@ -6,12 +6,14 @@
 //! the host and each decrypted request runs through the pipeline as `https`;
 //! plain HTTP runs through it as `http`; anything else is closed.
 //!
-//! In `tunnel` mode the phases judged the origin as a whole (refused only
-//! when the robot may fetch nothing there) and paced the tunnel's start. The
-//! upstream connection is opened before the `200`, so a failure is still a
-//! `502`/`504`. TLS then flows blind; plain HTTP is read after all (the proxy
-//! can see it, so it judges each request) and the upstream connection is
-//! dropped; anything else is closed.
+//! In `tunnel` mode the phases judged the `https` origin as a whole (refused
+//! only when the robot may fetch nothing there) and paced the tunnel's start.
+//! The upstream connection is opened before the `200`, so a failure is still
+//! a `502`/`504`. TLS then flows blind; plain HTTP is read after all (the
+//! proxy can see it, so it judges each request) and the upstream connection
+//! is dropped; anything else is closed. When the `https` origin's robots.txt
+//! could not be fetched, that is known only to matter once the tunnel shows
+//! TLS: it is then closed, and the refusal logged and counted.
 
 use std::sync::Arc;
 
@@ -20,6 +22,7 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 
 use super::super::exchange::{Conn, Entry, Exchange};
+use super::super::finish;
 use super::super::idle::Activity;
 use super::super::response::{text_body, Answer, Refusal};
 use super::peek::{peek, Carried, Prefixed};
@@ -65,6 +68,9 @@ pub(super) async fn open(
     let user = ex.user.clone();
     let services = ex.services.clone();
     let head_timeout = ex.settings.timeouts.head;
+    let if_tls = ex.if_tls.take();
+    let url = ex.url.clone();
+    let agent = ex.agent.clone();
     tokio::spawn(async move {
         let upgraded = match on_upgrade.await {
             Ok(upgraded) => upgraded,
@@ -96,6 +102,17 @@ pub(super) async fn open(
             })
         };
         match (carried, upstream) {
+            (Carried::Tls, Some(_)) if if_tls.is_some() => {
+                if let Some(answer) = &if_tls {
+                    tracing::info!(
+                        client = %outer.client,
+                        target = %authority,
+                        "blind tunnel carrying TLS closed: {}",
+                        answer.reason()
+                    );
+                    finish::refused_tunnel(&services, outer.client, &url, &agent, answer);
+                }
+            }
             (Carried::Tls, Some(upstream)) => {
                 // A blind tunnel carries no request heads: only the idle timer.
                 outer.activity.mark_upgraded();

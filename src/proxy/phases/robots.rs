@@ -49,7 +49,20 @@ pub(crate) async fn robots<B>(
         }
     };
     let entry = ex.services.robots.lookup(origin).await;
-    verdict(ex, &entry, origin, scope)
+    match (scope, verdict(ex, &entry, origin, scope)) {
+        // A blind tunnel whose https robots.txt cannot be fetched: refused
+        // if it carries TLS, judged request by request if plain HTTP.
+        (Scope::Anything, Err(Refusal(answer)))
+            if matches!(
+                *answer,
+                Answer::RobotsUnreachable { .. } | Answer::UpstreamCertificate { .. }
+            ) =>
+        {
+            ex.if_tls = Some(*answer);
+            Ok(())
+        }
+        (_, judged) => judged,
+    }
 }
 
 /// What a verdict is about.

@@ -76,7 +76,7 @@ fn request_target<B>(ex: &Exchange, request: &mut Request<B>) -> Result<Origin, 
         }
         .into());
     }
-    unambiguous_length(request)?;
+    unambiguous_length(ex, request)?;
     if let Entry::Tunnel {
         origin, authority, ..
     } = &ex.conn.entry
@@ -134,9 +134,13 @@ fn request_target<B>(ex: &Exchange, request: &mut Request<B>) -> Result<Origin, 
 /// requests where the other sees one (request smuggling). RFC 9112 §6.1
 /// lets a server refuse it; hardened proxies (Envoy) do. The answer closes
 /// the connection, and nothing is forwarded.
-fn unambiguous_length<B>(request: &Request<B>) -> Result<(), Refusal> {
+///
+/// hyper drops the `Content-Length` of such a head before the service sees
+/// it, so the connection's IO noted it as the head arrived.
+fn unambiguous_length<B>(ex: &Exchange, request: &Request<B>) -> Result<(), Refusal> {
     let headers = request.headers();
-    if headers.contains_key(CONTENT_LENGTH) && headers.contains_key(TRANSFER_ENCODING) {
+    let both = headers.contains_key(CONTENT_LENGTH) && headers.contains_key(TRANSFER_ENCODING);
+    if ex.conn.activity.take_ambiguous_length() || both {
         return Err(Answer::BadRequest {
             reason: "the request has both Content-Length and Transfer-Encoding, so its length \
                      is ambiguous; send one of them"
