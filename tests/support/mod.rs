@@ -40,8 +40,16 @@ pub fn run_cli<S: AsRef<std::ffi::OsStr>>(
 /// The `User-Agent` the test settings send.
 pub const TEST_USER_AGENT: &str = "robots-guard-test/1.0";
 
+/// The product token of [`TEST_USER_AGENT`]: the agent robots.txt groups are matched
+/// against.
+pub const TEST_AGENT: &str = "robots-guard-test";
+
 /// The `From` the test settings send.
 pub const TEST_FROM: &str = "tests@example.invalid";
+
+/// A robots.txt with its `Disallow: /private` on line 3 (after a comment), for
+/// [`origin::TestOrigin::site`].
+pub const ROBOTS: &str = "# test rules\nUser-agent: *\nDisallow: /private\n";
 
 /// [`FetchSettings`] from the default [`Config`], with a test identity and durations
 /// short enough for tests: `fetch_timeout` 2 s, `min_ttl` 10 ms, `failure_ttl` 100 ms

@@ -189,6 +189,28 @@ impl TestOrigin {
         TestOrigin::start(move |_| async move { Reply::text(status, body) }).await
     }
 
+    /// A site: `robots` at `/robots.txt` and `ok <path?query>` (text, 200) everywhere
+    /// else.
+    pub async fn site(robots: &'static str) -> TestOrigin {
+        TestOrigin::site_with(move || Reply::text(200, robots)).await
+    }
+
+    /// A site whose `/robots.txt` is answered with `robots()` and every other path with
+    /// `ok <path?query>` (text, 200).
+    pub async fn site_with<F>(robots: F) -> TestOrigin
+    where
+        F: Fn() -> Reply + Send + Sync + 'static,
+    {
+        TestOrigin::start(move |req| {
+            let reply = match req.uri().path() {
+                "/robots.txt" => robots(),
+                _ => Reply::text(200, format!("ok {}", req.uri())),
+            };
+            async move { reply }
+        })
+        .await
+    }
+
     async fn spawn<F, Fut>(handler: F, tls: Option<TlsAcceptor>) -> TestOrigin
     where
         F: Fn(Request<Incoming>) -> Fut + Send + Sync + 'static,
