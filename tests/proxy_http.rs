@@ -15,399 +15,18 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::BodyExt;
-use robots_guard::config::{IdentityMode, On4xx};
-use support::body::{Generated, PatternCheck};
+use robots_guard::config::IdentityMode;
 use support::origin::{closed_port, Reply, TestCa, TestOrigin};
 use support::proxy::{
-    assert_status, config, config_with, get, get_request, nonzero, raw, raw_body, raw_header,
-    raw_status, request, send, Answer, ProxyConn, TestProxy,
+    assert_status, config, config_with, get, get_request, nonzero, raw, raw_body, raw_status, send,
+    ProxyConn, TestProxy,
 };
-use support::{TEST_FROM, TEST_USER_AGENT};
-use tokio::net::{TcpListener, TcpStream};
+use support::{ROBOTS, TEST_FROM, TEST_USER_AGENT};
+use tokio::net::TcpStream;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-/// The product token of [`TEST_USER_AGENT`].
-const TEST_AGENT: &str = "robots-guard-test";
-
-/// A robots.txt with its `Disallow` on line 3.
-const ROBOTS: &str = "# test rules\nUser-agent: *\nDisallow: /private\n";
-
-/// An origin serving `robots` at `/robots.txt` and `ok <path>` everywhere else.
-async fn site(robots: &'static str) -> TestOrigin {
-    TestOrigin::start(move |req| async move {
-        match req.uri().path() {
-            "/robots.txt" => Reply::text(200, robots),
-            _ => Reply::text(200, format!("ok {}", req.uri())),
-        }
-    })
-    .await
-}
-
-/// An origin answering `/robots.txt` with `robots` and `ok <path>` everywhere else.
-async fn site_with<F>(robots: F) -> TestOrigin
-where
-    F: Fn() -> Reply + Send + Sync + 'static,
-{
-    TestOrigin::start(move |req| {
-        let reply = match req.uri().path() {
-            "/robots.txt" => robots(),
-            _ => Reply::text(200, format!("ok {}", req.uri())),
-        };
-        async move { reply }
-    })
-    .await
-}
-
-// --- 1. Forwarding ---------------------------------------------------------------------
-
-#[tokio::test]
-async fn forward_allowed_get_returns_the_origin_answer() {
-    let origin = site(ROBOTS).await;
-    let proxy = TestProxy::start(config()).await;
-    let answer = get(proxy.addr(), &origin.url("/public?q=1")).await;
-    assert_status(&answer, 200);
-    assert_eq!(answer.text(), "ok /public?q=1");
-    assert_eq!(answer.header("content-type"), Some("text/plain"));
-    assert_eq!(
-        answer.reason(),
-        None,
-        "an origin answer has no proxy reason"
-    );
-    assert_eq!(origin.hits("/robots.txt"), 1);
-    assert_eq!(origin.hits("/public"), 1);
-}
-
-#[tokio::test]
-async fn forward_keep_alive_serves_several_requests_on_one_client_connection() {
-    let origin = site(ROBOTS).await;
-    let proxy = TestProxy::start(config()).await;
-    let mut conn = ProxyConn::open(proxy.addr()).await;
-    for i in 0..5 {
-        let answer = conn
-            .fetch(get_request(&origin.url(&format!("/page/{i}"))))
-            .await;
-        assert_status(&answer, 200);
-        assert_eq!(answer.text(), format!("ok /page/{i}"));
-    }
-    // Answers of the proxy itself keep the connection open too.
-    let refused = conn.fetch(get_request(&origin.url("/private"))).await;
-    assert_status(&refused, 403);
-    let answer = conn.fetch(get_request(&origin.url("/after"))).await;
-    assert_status(&answer, 200);
-    assert!(!conn.is_closed());
-    assert_eq!(origin.hits("/robots.txt"), 1, "robots.txt is cached");
-}
-
-#[tokio::test]
-async fn forward_sets_via_and_host_and_strips_hop_by_hop_fields() {
-    let origin = TestOrigin::start(|req| async move {
-        match req.uri().path() {
-            "/robots.txt" => Reply::empty(404),
-            _ => Reply::text(200, "ok")
-                .header("connection", "x-bar")
-                .header("x-bar", "hop")
-                .header("keep-alive", "timeout=5")
-                .header("x-end-to-end", "kept"),
-        }
-    })
-    .await;
-    let proxy = TestProxy::start(config()).await;
-    // Raw, so every field is sent exactly as written. RFC 9112 §3.2.2: a proxy replaces
-    // the Host it received with the target's.
-    let request = format!(
-        "GET {} HTTP/1.1\r\nHost: wrong.example\r\nUser-Agent: {TEST_USER_AGENT}\r\n\
-         Proxy-Connection: keep-alive\r\nConnection: x-foo, close\r\nX-Foo: hop\r\n\
-         Proxy-Authorization: Basic eDp5\r\nKeep-Alive: timeout=5\r\nVia: 1.0 fred\r\n\
-         X-Kept: yes\r\n\r\n",
-        origin.url("/headers")
-    );
-    let answer = raw(proxy.addr(), request.as_bytes()).await;
-    assert_eq!(raw_status(&answer), 200, "{answer}");
-
-    let seen = origin.last_request().expect("the origin saw the request");
-    assert_eq!(seen.path, "/headers");
-    assert_eq!(
-        seen.header("host"),
-        Some(origin.addr().to_string().as_str())
-    );
-    let via = format!("1.0 fred, 1.1 {}", proxy.pseudonym());
-    assert_eq!(seen.header("via"), Some(via.as_str()));
-    assert!(proxy.pseudonym().starts_with("robots-guard-"));
-    for name in [
-        "proxy-connection",
-        "connection",
-        "x-foo",
-        "proxy-authorization",
-        "keep-alive",
-    ] {
-        assert_eq!(seen.header(name), None, "{name} reached the origin");
-    }
-    assert_eq!(seen.header("x-kept"), Some("yes"));
-    assert_eq!(seen.header("user-agent"), Some(TEST_USER_AGENT));
-
-    // The way back: the origin's hop-by-hop fields stay behind, Via names the proxy.
-    assert_eq!(raw_header(&answer, "x-bar"), None, "{answer}");
-    assert_eq!(raw_header(&answer, "keep-alive"), None, "{answer}");
-    assert_eq!(raw_header(&answer, "x-end-to-end"), Some("kept"));
-    let via = format!("1.1 {}", proxy.pseudonym());
-    assert_eq!(raw_header(&answer, "via"), Some(via.as_str()));
-    assert_eq!(raw_body(&answer), "ok");
-}
-
-#[tokio::test]
-async fn forward_streams_a_chunked_post_body_intact() {
-    let origin = TestOrigin::start(|req| async move {
-        if req.uri().path() == "/robots.txt" {
-            return Reply::empty(404);
-        }
-        let method = req.method().clone();
-        let check = match PatternCheck::read(req.into_body()).await {
-            Ok(check) => check,
-            Err(e) => return Reply::text(500, format!("body broke: {e}")),
-        };
-        Reply::text(
-            200,
-            format!("{method} {} {:?}", check.len(), check.first_bad()),
-        )
-    })
-    .await;
-    let proxy = TestProxy::start(config()).await;
-    const MIB: u64 = 1 << 20;
-    let body = Generated::new(MIB, 10_000).boxed();
-    let answer = send(proxy.addr(), request("POST", &origin.url("/upload"), body)).await;
-    assert_status(&answer, 200);
-    assert_eq!(answer.text(), format!("POST {MIB} None"));
-    let seen = origin.last_request().expect("the origin saw the upload");
-    assert_eq!(seen.header("content-length"), None);
-    assert_eq!(seen.header("transfer-encoding"), Some("chunked"));
-}
-
-#[tokio::test]
-async fn forward_streams_a_large_download_intact() {
-    const SIZE: u64 = 64 << 20;
-    let origin = TestOrigin::start(|req| async move {
-        match req.uri().path() {
-            "/robots.txt" => Reply::empty(404),
-            _ => Reply::Http(http::Response::new(Generated::new(SIZE, 64 * 1024).boxed())),
-        }
-    })
-    .await;
-    let proxy = TestProxy::start(config()).await;
-    let mut conn = ProxyConn::open(proxy.addr()).await;
-    let response = conn
-        .send(get_request(&origin.url("/big")))
-        .await
-        .expect("an answer");
-    assert_eq!(response.status(), 200);
-    let check = tokio::time::timeout(
-        Duration::from_secs(30),
-        PatternCheck::read(response.into_body()),
-    )
-    .await
-    .expect("64 MiB in time")
-    .expect("the body streams without error");
-    assert_eq!(check.len(), SIZE);
-    assert_eq!(check.first_bad(), None);
-}
-
 // --- 2. robots.txt outcomes (DESIGN.md §3) ----------------------------------------------
-
-#[tokio::test]
-async fn robots_2xx_allows_by_the_rules_and_disallow_names_the_rule() {
-    let origin = site(ROBOTS).await;
-    let proxy = TestProxy::start(config()).await;
-    assert_status(&get(proxy.addr(), &origin.url("/public")).await, 200);
-
-    let answer = get(proxy.addr(), &origin.url("/private/x?y=1")).await;
-    assert_status(&answer, 403);
-    let origin_name = format!("http://{}", origin.addr());
-    let robots_url = origin.url("/robots.txt");
-    assert_eq!(answer.reason(), Some("robots-disallow"));
-    assert_eq!(
-        answer.header("x-robots-guard-rule"),
-        Some("disallow: /private")
-    );
-    assert_eq!(answer.header("x-robots-guard-line"), Some("3"));
-    assert_eq!(
-        answer.header("x-robots-guard-robots-url"),
-        Some(robots_url.as_str())
-    );
-    assert_eq!(answer.header("x-robots-guard-agent"), Some(TEST_AGENT));
-    assert_eq!(
-        answer.header("content-type"),
-        Some("text/plain; charset=utf-8")
-    );
-    let text = answer.text();
-    for part in [
-        origin_name.as_str(),
-        TEST_AGENT,
-        "disallow: /private",
-        "line 3",
-        robots_url.as_str(),
-    ] {
-        assert!(text.contains(part), "{part:?} missing from {text:?}");
-    }
-    assert_eq!(
-        origin.hits("/private"),
-        0,
-        "nothing disallowed is forwarded"
-    );
-}
-
-#[tokio::test]
-async fn robots_404_forwards_everything() {
-    let origin = site_with(|| Reply::empty(404)).await;
-    let proxy = TestProxy::start(config()).await;
-    assert_status(&get(proxy.addr(), &origin.url("/private")).await, 200);
-    assert_eq!(origin.hits("/private"), 1);
-}
-
-#[tokio::test]
-async fn robots_403_with_on_4xx_disallow_is_robots_forbidden() {
-    let origin = site_with(|| Reply::empty(403)).await;
-    let proxy = TestProxy::start(config_with(|c| c.robots.on_4xx = On4xx::Disallow)).await;
-    let answer = get(proxy.addr(), &origin.url("/anything")).await;
-    assert_status(&answer, 403);
-    assert_eq!(answer.reason(), Some("robots-forbidden"));
-    let robots_url = origin.url("/robots.txt");
-    assert_eq!(
-        answer.header("x-robots-guard-robots-url"),
-        Some(robots_url.as_str())
-    );
-    assert!(answer.text().contains("answered 403"), "{}", answer.text());
-    assert_eq!(origin.hits("/anything"), 0);
-
-    // The default reading forwards.
-    let origin = site_with(|| Reply::empty(403)).await;
-    let proxy = TestProxy::start(config()).await;
-    assert_status(&get(proxy.addr(), &origin.url("/anything")).await, 200);
-}
-
-/// Asserts a `503 robots-unreachable` with a `Retry-After`, and returns that.
-fn assert_unreachable(answer: &Answer) -> u64 {
-    assert_status(answer, 503);
-    assert_eq!(answer.reason(), Some("robots-unreachable"));
-    let retry = answer
-        .header("retry-after")
-        .and_then(|v| v.parse::<u64>().ok())
-        .expect("a Retry-After in seconds");
-    assert!(retry >= 1);
-    retry
-}
-
-#[tokio::test]
-async fn robots_5xx_and_429_answer_503_with_retry_after() {
-    for status in [500, 503, 429] {
-        let origin = site_with(move || Reply::empty(status)).await;
-        let proxy = TestProxy::start(config()).await;
-        let answer = get(proxy.addr(), &origin.url("/page")).await;
-        let retry = assert_unreachable(&answer);
-        assert_eq!(retry, 60, "failure_ttl (1 min) for {status}");
-        assert!(
-            answer.text().contains(&status.to_string()),
-            "{status}: {}",
-            answer.text()
-        );
-        assert_eq!(origin.hits("/page"), 0);
-    }
-    // The origin's own Retry-After raises the proxy's.
-    let origin = site_with(|| Reply::empty(429).header("retry-after", "120")).await;
-    let proxy = TestProxy::start(config()).await;
-    let answer = get(proxy.addr(), &origin.url("/page")).await;
-    assert_eq!(assert_unreachable(&answer), 120);
-}
-
-#[tokio::test]
-async fn robots_timeout_answers_503() {
-    let origin = TestOrigin::start(|req| async move {
-        if req.uri().path() == "/robots.txt" {
-            tokio::time::sleep(Duration::from_secs(5)).await;
-        }
-        Reply::text(200, "late")
-    })
-    .await;
-    let proxy = TestProxy::start(config_with(|c| {
-        c.robots.fetch_timeout = Duration::from_millis(300)
-    }))
-    .await;
-    let started = Instant::now();
-    let answer = get(proxy.addr(), &origin.url("/page")).await;
-    assert_unreachable(&answer);
-    assert!(started.elapsed() < Duration::from_secs(3));
-    assert_eq!(origin.hits("/page"), 0);
-}
-
-#[tokio::test]
-async fn robots_connection_refused_answers_503() {
-    let port = closed_port().await;
-    let proxy = TestProxy::start(config()).await;
-    let answer = get(proxy.addr(), &format!("http://127.0.0.1:{port}/page")).await;
-    assert_unreachable(&answer);
-    let robots_url = format!("http://127.0.0.1:{port}/robots.txt");
-    assert_eq!(
-        answer.header("x-robots-guard-robots-url"),
-        Some(robots_url.as_str())
-    );
-}
-
-#[tokio::test]
-async fn robots_redirect_is_followed_and_applies_to_the_original_origin() {
-    let rules = site(ROBOTS).await;
-    let target = format!("http://localhost:{}/robots.txt", rules.port());
-    let origin = site_with(move || Reply::redirect(301, &target)).await;
-    let proxy = TestProxy::start(config()).await;
-    let answer = get(proxy.addr(), &origin.url("/private")).await;
-    assert_status(&answer, 403);
-    assert_eq!(answer.reason(), Some("robots-disallow"));
-    let robots_url = origin.url("/robots.txt");
-    assert_eq!(
-        answer.header("x-robots-guard-robots-url"),
-        Some(robots_url.as_str())
-    );
-    assert_status(&get(proxy.addr(), &origin.url("/public")).await, 200);
-    assert_eq!(
-        (origin.hits("/robots.txt"), rules.hits("/robots.txt")),
-        (1, 1)
-    );
-}
-
-#[tokio::test]
-async fn robots_six_redirects_are_too_many_and_allow_all() {
-    let origin = TestOrigin::start(|req| async move {
-        let hop: usize = req
-            .uri()
-            .query()
-            .and_then(|q| q.strip_prefix("hop="))
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0);
-        match req.uri().path() {
-            "/robots.txt" if hop < 6 => {
-                Reply::redirect(302, &format!("/robots.txt?hop={}", hop + 1))
-            }
-            "/robots.txt" => Reply::text(200, "User-agent: *\nDisallow: /\n"),
-            _ => Reply::text(200, "ok"),
-        }
-    })
-    .await;
-    let proxy = TestProxy::start(config()).await;
-    assert_status(&get(proxy.addr(), &origin.url("/private")).await, 200);
-    assert_eq!(
-        origin.hits("/robots.txt"),
-        6,
-        "the sixth hop is not followed"
-    );
-}
-
-#[tokio::test]
-async fn robots_txt_itself_is_always_forwarded() {
-    let origin = site("User-agent: *\nDisallow: /\n").await;
-    let proxy = TestProxy::start(config()).await;
-    assert_status(&get(proxy.addr(), &origin.url("/page")).await, 403);
-    let answer = get(proxy.addr(), &origin.url("/robots.txt")).await;
-    assert_status(&answer, 200);
-    assert_eq!(answer.text(), "User-agent: *\nDisallow: /\n");
-}
 
 /// Plain HTTP to the proxy with an `https://` absolute-form target: the proxy fetches
 /// robots.txt and the page over TLS, verifying the origin's certificate.
@@ -435,61 +54,6 @@ async fn https_target_with_an_untrusted_certificate_is_502_naming_the_problem() 
     let answer = get(proxy.addr(), &url).await;
     assert_status(&answer, 200);
     assert_eq!(answer.text(), "secret");
-}
-
-// --- 3. Single flight ------------------------------------------------------------------
-
-#[tokio::test]
-async fn single_flight_one_robots_fetch_serves_a_hundred_clients() {
-    let origin = TestOrigin::start(|req| async move {
-        if req.uri().path() == "/robots.txt" {
-            // Long enough for every client to be waiting on the fetch.
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            return Reply::text(200, ROBOTS);
-        }
-        Reply::text(200, "ok")
-    })
-    .await;
-    let proxy = TestProxy::start(config()).await;
-    let mut clients = JoinSet::new();
-    for i in 0..100 {
-        let path = if i % 10 == 0 { "/private" } else { "/public" };
-        let url = origin.url(&format!("{path}/{i}"));
-        let addr = proxy.addr();
-        clients.spawn(async move { (path, get(addr, &url).await.status.as_u16()) });
-    }
-    let mut answers = Vec::new();
-    while let Some(done) = clients.join_next().await {
-        answers.push(done.expect("client task"));
-    }
-    assert_eq!(answers.len(), 100);
-    for (path, status) in answers {
-        let want = if path == "/private" { 403 } else { 200 };
-        assert_eq!(status, want, "{path}");
-    }
-    assert_eq!(origin.hits("/robots.txt"), 1);
-}
-
-/// `127.1` and `2130706433` are `127.0.0.1` to every resolver: one origin,
-/// so one robots.txt and its rules, however the client spells the address.
-#[tokio::test]
-async fn every_spelling_of_an_address_is_one_origin() {
-    let origin = site(ROBOTS).await;
-    let proxy = TestProxy::start(config()).await;
-    let port = origin.port();
-    for host in [
-        "127.0.0.1",
-        "127.1",
-        "2130706433",
-        "0x7f.0.0.1",
-        "127.0.0.1.",
-    ] {
-        let public = get(proxy.addr(), &format!("http://{host}:{port}/public")).await;
-        assert_status(&public, 200);
-        let private = get(proxy.addr(), &format!("http://{host}:{port}/private")).await;
-        assert_status(&private, 403);
-    }
-    assert_eq!(origin.hits("/robots.txt"), 1);
 }
 
 // --- 4. Pacing -------------------------------------------------------------------------
@@ -539,7 +103,7 @@ async fn staggered(proxy: &TestProxy, origin: &TestOrigin, path: &str, n: usize)
 
 #[tokio::test]
 async fn pacing_default_delay_spaces_starts_in_fifo_order() {
-    let origin = site("User-agent: *\nAllow: /\n").await;
+    let origin = TestOrigin::site("User-agent: *\nAllow: /\n").await;
     let proxy = TestProxy::start(config_with(|c| {
         c.rate_limit.default_delay = Duration::from_millis(200);
         c.rate_limit.max_per_host = 1.try_into().expect("non-zero");
@@ -559,7 +123,7 @@ async fn pacing_default_delay_spaces_starts_in_fifo_order() {
 
 #[tokio::test]
 async fn pacing_crawl_delay_raises_the_spacing() {
-    let origin = site("User-agent: *\nCrawl-delay: 0.5\n").await;
+    let origin = TestOrigin::site("User-agent: *\nCrawl-delay: 0.5\n").await;
     let proxy = TestProxy::start(config_with(|c| {
         c.rate_limit.max_per_host = 1.try_into().expect("non-zero");
     }))
@@ -575,7 +139,7 @@ async fn pacing_crawl_delay_raises_the_spacing() {
 
 #[tokio::test]
 async fn pacing_max_wait_answers_429_with_retry_after() {
-    let origin = site("User-agent: *\nAllow: /\n").await;
+    let origin = TestOrigin::site("User-agent: *\nAllow: /\n").await;
     let proxy = TestProxy::start(config_with(|c| {
         c.rate_limit.default_delay = Duration::from_millis(200);
         c.rate_limit.max_per_host = 1.try_into().expect("non-zero");
@@ -617,7 +181,7 @@ async fn pacing_max_wait_answers_429_with_retry_after() {
 
 #[tokio::test]
 async fn pacing_is_per_host_so_hosts_do_not_wait_on_each_other() {
-    let origin = site("User-agent: *\nAllow: /\n").await;
+    let origin = TestOrigin::site("User-agent: *\nAllow: /\n").await;
     let proxy = TestProxy::start(config_with(|c| {
         c.rate_limit.default_delay = Duration::from_millis(300);
         c.rate_limit.max_per_host = 1.try_into().expect("non-zero");
@@ -657,7 +221,7 @@ async fn pacing_is_per_host_so_hosts_do_not_wait_on_each_other() {
 
 #[tokio::test]
 async fn identity_require_without_user_agent_is_403_naming_what_to_add() {
-    let origin = site(ROBOTS).await;
+    let origin = TestOrigin::site(ROBOTS).await;
     let proxy = TestProxy::start(config()).await;
     let mut request = get_request(&origin.url("/page"));
     request.headers_mut().remove("user-agent");
@@ -674,7 +238,7 @@ async fn identity_require_without_user_agent_is_403_naming_what_to_add() {
 
 #[tokio::test]
 async fn identity_fill_adds_the_default_user_agent() {
-    let origin = site(ROBOTS).await;
+    let origin = TestOrigin::site(ROBOTS).await;
     let proxy = TestProxy::start(config_with(|c| c.identity.user_agent = IdentityMode::Fill)).await;
     let mut request = get_request(&origin.url("/page"));
     request.headers_mut().remove("user-agent");
@@ -694,7 +258,7 @@ async fn identity_fill_adds_the_default_user_agent() {
 
 #[tokio::test]
 async fn identity_pass_forwards_without_user_agent() {
-    let origin = site(ROBOTS).await;
+    let origin = TestOrigin::site(ROBOTS).await;
     let proxy = TestProxy::start(config_with(|c| c.identity.user_agent = IdentityMode::Pass)).await;
     let mut request = get_request(&origin.url("/page"));
     request.headers_mut().remove("user-agent");
@@ -706,7 +270,7 @@ async fn identity_pass_forwards_without_user_agent() {
 
 #[tokio::test]
 async fn identity_from_require_refuses_an_invalid_or_missing_from() {
-    let origin = site(ROBOTS).await;
+    let origin = TestOrigin::site(ROBOTS).await;
     let proxy = TestProxy::start(config_with(|c| c.identity.from = IdentityMode::Require)).await;
 
     let mut request = get_request(&origin.url("/page"));
@@ -739,7 +303,7 @@ async fn identity_from_require_refuses_an_invalid_or_missing_from() {
 
 #[tokio::test]
 async fn identity_from_fill_adds_the_default_from() {
-    let origin = site(ROBOTS).await;
+    let origin = TestOrigin::site(ROBOTS).await;
     let proxy = TestProxy::start(config()).await;
     assert_status(&get(proxy.addr(), &origin.url("/page")).await, 200);
     let seen = origin.last_request().expect("forwarded");
@@ -748,8 +312,10 @@ async fn identity_from_fill_adds_the_default_from() {
 
 #[tokio::test]
 async fn identity_robot_name_selects_its_robots_group() {
-    let origin =
-        site("User-agent: examplebot\nDisallow: /private\n\nUser-agent: *\nDisallow: /\n").await;
+    let origin = TestOrigin::site(
+        "User-agent: examplebot\nDisallow: /private\n\nUser-agent: *\nDisallow: /\n",
+    )
+    .await;
     let proxy = TestProxy::start(config_with(|c| {
         c.identity.robot_name = Some("examplebot".to_owned())
     }))
@@ -772,7 +338,7 @@ async fn identity_robot_name_selects_its_robots_group() {
 async fn identity_cannot_be_dropped_by_naming_it_in_connection() {
     // `Connection: user-agent, from` must not let a request pass the identity check and
     // then reach the origin anonymously.
-    let origin = site(ROBOTS).await;
+    let origin = TestOrigin::site(ROBOTS).await;
     let proxy = TestProxy::start(config()).await;
     let request = format!(
         "GET {} HTTP/1.1\r\nHost: x\r\nUser-Agent: {TEST_USER_AGENT}\r\n\
@@ -811,7 +377,7 @@ async fn bad_origin_form_request_is_400_saying_to_use_a_proxy() {
 
 #[tokio::test]
 async fn bad_garbage_request_line_is_400_and_other_clients_are_still_served() {
-    let origin = site(ROBOTS).await;
+    let origin = TestOrigin::site(ROBOTS).await;
     let proxy = TestProxy::start(config()).await;
     let mut garbage = JoinSet::new();
     for bytes in [
@@ -854,83 +420,14 @@ async fn bad_unsupported_scheme_is_400() {
 }
 
 #[tokio::test]
-async fn loop_request_to_the_proxy_itself_is_508() {
-    let proxy = TestProxy::start(config()).await;
-    let port = proxy.addr().port();
-    for url in [
-        format!("http://127.0.0.1:{port}/x"),
-        format!("http://localhost:{port}/x"),
-    ] {
-        let answer = get(proxy.addr(), &url).await;
-        assert_status(&answer, 508);
-        assert_eq!(answer.reason(), Some("loop"));
-    }
-}
-
-/// A TCP relay on `127.0.0.1:0` that pipes every connection to `to`.
-async fn relay(to: std::net::SocketAddr) -> (u16, tokio::task::JoinHandle<()>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind relay");
-    let port = listener.local_addr().expect("relay address").port();
-    let task = tokio::spawn(async move {
-        while let Ok((mut inbound, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                if let Ok(mut outbound) = TcpStream::connect(to).await {
-                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
-                }
-            });
-        }
-    });
-    (port, task)
-}
-
-#[tokio::test]
-async fn loop_through_a_relay_back_to_the_proxy_is_508() {
-    // The target is a relay to the proxy: the address differs, so only `Via` shows that
-    // the forwarded request came back.
-    let proxy = TestProxy::start(config()).await;
-    let (port, relay) = relay(proxy.addr()).await;
-    let answer = get(proxy.addr(), &format!("http://127.0.0.1:{port}/x")).await;
-    assert_status(&answer, 508);
-    assert_eq!(answer.reason(), Some("loop"));
-    relay.abort();
-}
-
-#[tokio::test]
 async fn long_url_is_414() {
-    let origin = site(ROBOTS).await;
+    let origin = TestOrigin::site(ROBOTS).await;
     let proxy = TestProxy::start(config_with(|c| c.proxy.max_url_length = nonzero(100))).await;
     let answer = get(proxy.addr(), &origin.url(&format!("/{}", "a".repeat(100)))).await;
     assert_status(&answer, 414);
     assert_eq!(answer.reason(), Some("uri-too-long"));
     assert!(origin.requests().is_empty());
     assert_status(&get(proxy.addr(), &origin.url("/short")).await, 200);
-}
-
-#[tokio::test]
-async fn odd_absolute_url_without_a_path_is_checked_and_forwarded_as_root() {
-    let origin = site("User-agent: *\nDisallow: /$\n").await;
-    let proxy = TestProxy::start(config()).await;
-    let request = format!(
-        "GET http://{} HTTP/1.1\r\nHost: {0}\r\nUser-Agent: {TEST_USER_AGENT}\r\n\
-         Connection: close\r\n\r\n",
-        origin.addr()
-    );
-    let answer = raw(proxy.addr(), request.as_bytes()).await;
-    assert_eq!(raw_status(&answer), 403, "{answer}");
-    assert_eq!(
-        raw_header(&answer, "x-robots-guard-rule"),
-        Some("disallow: /$")
-    );
-
-    let origin = site(ROBOTS).await;
-    let request = format!(
-        "GET http://{} HTTP/1.1\r\nHost: {0}\r\nUser-Agent: {TEST_USER_AGENT}\r\n\
-         Connection: close\r\n\r\n",
-        origin.addr()
-    );
-    let answer = raw(proxy.addr(), request.as_bytes()).await;
-    assert_eq!(raw_status(&answer), 200, "{answer}");
-    assert_eq!(origin.last_request().expect("forwarded").path, "/");
 }
 
 #[tokio::test]
@@ -1086,7 +583,7 @@ async fn shutdown_stops_accepting_and_drains_the_in_flight_request() {
 
 #[tokio::test]
 async fn shutdown_closes_idle_keep_alive_connections_without_waiting() {
-    let origin = site(ROBOTS).await;
+    let origin = TestOrigin::site(ROBOTS).await;
     let mut proxy = TestProxy::start(config()).await;
     let mut idle = ProxyConn::open(proxy.addr()).await;
     assert_status(&idle.fetch(get_request(&origin.url("/a"))).await, 200);
@@ -1107,7 +604,7 @@ async fn shutdown_closes_idle_keep_alive_connections_without_waiting() {
 
 #[tokio::test]
 async fn idle_keep_alive_connection_is_closed_after_idle_timeout() {
-    let origin = site(ROBOTS).await;
+    let origin = TestOrigin::site(ROBOTS).await;
     let proxy = TestProxy::start(config_with(|c| {
         c.proxy.idle_timeout = Duration::from_millis(300);
     }))
@@ -1122,7 +619,7 @@ async fn idle_keep_alive_connection_is_closed_after_idle_timeout() {
 async fn idle_timeout_is_not_the_head_timeout() {
     // A keep-alive connection idle longer than header_read_timeout (but not
     // idle_timeout) stays open; a slow request head is still cut.
-    let origin = site(ROBOTS).await;
+    let origin = TestOrigin::site(ROBOTS).await;
     let proxy = TestProxy::start(config_with(|c| {
         c.proxy.idle_timeout = Duration::from_secs(5);
         c.proxy.header_read_timeout = Duration::from_millis(300);
