@@ -16,13 +16,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use support::origin::{closed_port, Reply, TestCa, TestOrigin};
-use support::proxy::{
-    assert_status, config, config_with, get, get_request, nonzero, raw, raw_body, raw_status,
-    ProxyConn, TestProxy,
-};
+use support::proxy::{assert_status, config, config_with, get, get_request, ProxyConn, TestProxy};
 use support::ROBOTS;
 use tokio::net::TcpStream;
-use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 // --- 2. robots.txt outcomes (DESIGN.md §3) ----------------------------------------------
@@ -56,82 +52,6 @@ async fn https_target_with_an_untrusted_certificate_is_502_naming_the_problem() 
 }
 
 // --- 6. Malformed and odd requests, upstream failures ----------------------------------
-
-#[tokio::test]
-async fn bad_origin_form_request_is_400_saying_to_use_a_proxy() {
-    let proxy = TestProxy::start(config()).await;
-    let answer = raw(
-        proxy.addr(),
-        b"GET /x HTTP/1.1\r\nHost: example.com\r\nUser-Agent: t/1\r\nConnection: close\r\n\r\n",
-    )
-    .await;
-    assert_eq!(raw_status(&answer), 400, "{answer}");
-    assert!(
-        answer.contains("x-robots-guard-reason: bad-request"),
-        "{answer}"
-    );
-    let body = raw_body(&answer);
-    assert!(body.contains("forward proxy"), "{body}");
-    assert!(
-        body.contains(&format!("HTTP_PROXY=http://{}", proxy.addr())),
-        "{body}"
-    );
-}
-
-#[tokio::test]
-async fn bad_garbage_request_line_is_400_and_other_clients_are_still_served() {
-    let origin = TestOrigin::site(ROBOTS).await;
-    let proxy = TestProxy::start(config()).await;
-    let mut garbage = JoinSet::new();
-    for bytes in [
-        &b"THIS IS NOT HTTP\r\n\r\n"[..],
-        b"GET http://a b c HTTP/1.1\r\n\r\n",
-        b"\x00\x01\x02\xff\r\n\r\n",
-        b"GET http://127.0.0.1/ HTTP/1.1\r\nBad Header\r\n\r\n",
-    ] {
-        let addr = proxy.addr();
-        garbage.spawn(async move { (bytes, raw(addr, bytes).await) });
-    }
-    let ok = get(proxy.addr(), &origin.url("/page")).await;
-    assert_status(&ok, 200);
-    while let Some(done) = garbage.join_next().await {
-        let (bytes, answer) = done.expect("client task");
-        let status = raw_status(&answer);
-        assert!(
-            (400..500).contains(&status),
-            "{:?} got {answer:?}",
-            String::from_utf8_lossy(bytes)
-        );
-    }
-    assert_status(&get(proxy.addr(), &origin.url("/again")).await, 200);
-}
-
-#[tokio::test]
-async fn bad_unsupported_scheme_is_400() {
-    let proxy = TestProxy::start(config()).await;
-    let answer = raw(
-        proxy.addr(),
-        b"GET ftp://127.0.0.1/file HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: t/1\r\n\
-          Connection: close\r\n\r\n",
-    )
-    .await;
-    assert_eq!(raw_status(&answer), 400, "{answer}");
-    assert!(
-        raw_body(&answer).contains("unsupported scheme `ftp`"),
-        "{answer}"
-    );
-}
-
-#[tokio::test]
-async fn long_url_is_414() {
-    let origin = TestOrigin::site(ROBOTS).await;
-    let proxy = TestProxy::start(config_with(|c| c.proxy.max_url_length = nonzero(100))).await;
-    let answer = get(proxy.addr(), &origin.url(&format!("/{}", "a".repeat(100)))).await;
-    assert_status(&answer, 414);
-    assert_eq!(answer.reason(), Some("uri-too-long"));
-    assert!(origin.requests().is_empty());
-    assert_status(&get(proxy.addr(), &origin.url("/short")).await, 200);
-}
 
 #[tokio::test]
 async fn upstream_refusing_connections_is_502() {

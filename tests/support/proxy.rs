@@ -353,16 +353,26 @@ pub async fn get(proxy: SocketAddr, url: &str) -> Answer {
 
 /// Writes `bytes` to a new connection to the proxy and returns everything it answers until
 /// it closes the connection (send `Connection: close` to make it), as lossy text.
+///
+/// Writing runs apart from reading and its errors are ignored: the proxy may answer and
+/// close before it has read all of an oversize head, and that is fine. The write side is
+/// kept open until the answer is read, since a half-close could end the exchange early.
 pub async fn raw(proxy: SocketAddr, bytes: &[u8]) -> String {
     let exchange = async {
-        let mut stream = TcpStream::connect(proxy)
+        let stream = TcpStream::connect(proxy)
             .await
             .expect("connect to the proxy");
-        stream.write_all(bytes).await.expect("write the request");
+        let (mut reader, mut writer) = stream.into_split();
+        let bytes = bytes.to_vec();
+        let write = tokio::spawn(async move {
+            let _ = writer.write_all(&bytes).await;
+            writer
+        });
         let mut answer = Vec::new();
         // A reset after the answer (the proxy closing with unread input) still leaves the
         // answer read so far.
-        let _ = stream.read_to_end(&mut answer).await;
+        let _ = reader.read_to_end(&mut answer).await;
+        drop(write.await);
         String::from_utf8_lossy(&answer).into_owned()
     };
     tokio::time::timeout(ANSWER_TIMEOUT, exchange)
