@@ -488,3 +488,19 @@ where
     tokio::spawn(conn);
     sender
 }
+
+/// An HTTP/2 client over `io` (an intercepted tunnel's TLS stream that negotiated `h2`),
+/// its connection driven by a task.
+pub async fn h2_client<S>(io: S) -> hyper::client::conn::http2::SendRequest<Empty<Bytes>>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (sender, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        TokioIo::new(io),
+    )
+    .await
+    .expect("h2 handshake");
+    tokio::spawn(conn);
+    sender
+}
