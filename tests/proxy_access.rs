@@ -1,4 +1,4 @@
-//! Access control (issue: run it in production): proxy authentication with
+//! Access control, for running the proxy as a shared service: proxy authentication with
 //! the tunnel's user carried inside, destination rules checked after DNS,
 //! client networks, crawler-trap paths. Real loopback servers and clients.
 

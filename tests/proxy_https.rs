@@ -1,4 +1,4 @@
-//! HTTPS through the proxy (DESIGN.md §5): CONNECT with TLS interception
+//! HTTPS through the proxy: CONNECT with TLS interception
 //! (HTTP/1.1 and HTTP/2 towards the client), tunnel mode, upstream
 //! certificate checks, port refusal, and upgrades (WebSocket-style) in plain
 //! and intercepted HTTP. Real loopback TLS origins with a test CA; real
