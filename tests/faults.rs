@@ -11,14 +11,13 @@
 //! raw bytes (`Reply::Raw`, `Reply::Reset`), bare TCP listeners for broken TLS, and real
 //! clients (hyper's HTTP/1.1 client and raw sockets) through the proxy.
 //!
-//! Elsewhere, because they are not faults of a live exchange: the outcomes of a
-//! robots.txt fetch through the proxy (5xx, timeouts, refused connections, a redirect
-//! chain one hop too long) in `robots_outcomes.rs`, and at the fetcher (resets, bad
-//! chunking, `max_size` truncation) in `robots_fetch.rs`; an untrusted upstream
-//! certificate behind an intercepted CONNECT (`bad_upstream_certificate_is_502_naming_it`)
-//! and a client that rejects the proxy's CA
-//! (`client_that_rejects_our_ca_fails_and_proxy_stays_up`) in `proxy_https.rs`; bad
-//! request heads from clients in `bad_input.rs`.
+//! Elsewhere, with the feature they belong to: the outcomes of a robots.txt fetch through
+//! the proxy (5xx, timeouts, refused connections, a redirect chain one hop too long) in
+//! `robots_outcomes.rs`, and at the fetcher (resets, bad chunking, `max_size`
+//! truncation) in `robots_fetch.rs`; an untrusted upstream certificate behind an
+//! intercepted CONNECT (`bad_upstream_certificate_is_502_naming_it`) and a client that
+//! rejects the proxy's CA (`client_that_rejects_our_ca_fails_and_proxy_stays_up`) in
+//! `proxy_https.rs`; bad request heads from clients in `bad_input.rs`.
 
 mod support;
 

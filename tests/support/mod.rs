@@ -1,7 +1,8 @@
 //! Helpers shared by the integration tests: a scripted origin server ([`origin`]), the
 //! real proxy and clients that talk through it ([`proxy`]), bodies generated on the fly
-//! ([`body`]), and ready-made settings, clients and caches that talk to origins over
-//! loopback.
+//! ([`body`]), the test identity and a robots.txt for test sites ([`TEST_USER_AGENT`],
+//! [`ROBOTS`], ...), and ready-made settings, clients and caches that talk to origins
+//! over loopback.
 //!
 //! Every test binary compiles this module on its own and uses a different part of it,
 //! hence the module-wide `dead_code` allowance.

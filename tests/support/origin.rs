@@ -6,6 +6,8 @@
 //! misbehave on purpose: [`Reply::Raw`] writes bytes verbatim (broken chunking, a body
 //! shorter than its `Content-Length`, ...) and closes the connection; [`Reply::Reset`]
 //! closes it without answering. A handler delays by sleeping before it returns.
+//! Ready-made scripts: [`TestOrigin::serving`] (one answer for every path) and
+//! [`TestOrigin::site`] / [`TestOrigin::site_with`] (a robots.txt and `ok <path>`).
 //!
 //! ```ignore
 //! let origin = TestOrigin::start(|req| async move {
