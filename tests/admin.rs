@@ -5,139 +5,48 @@
 
 mod support;
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
-use robots_guard::admin::AdminServer;
 use robots_guard::config::{Config, TlsMode};
-use robots_guard::proxy::{Live, Server};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use support::origin::{Reply, TestOrigin};
+use support::origin::TestOrigin;
+use support::proxy::{config_with, intercept, raw, raw_body, raw_header, raw_status, TestProxy};
 
 const UA: &str = "TestBot/1.0 (+https://example.invalid/bot)";
 
+/// robots.txt of the test site: `Disallow: /private` on line 2.
 const ROBOTS: &str = "User-agent: *\nDisallow: /private\n";
 
-/// A proxy and its admin listener running in this process.
-struct Proxy {
-    addr: SocketAddr,
-    admin: SocketAddr,
-    reload: Live,
-    dir: PathBuf,
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-async fn start_proxy(configure: impl FnOnce(&mut Config)) -> Proxy {
-    let dir = support::temp_dir("admin");
-    let mut config = Config::default();
-    config.proxy.listen = "127.0.0.1:0".parse().expect("addr");
-    config.admin.listen = "127.0.0.1:0".parse().expect("addr");
-    config.rate_limit.default_delay = Duration::ZERO;
-    config.tls.ca_cert = dir.join("ca.pem");
-    config.tls.ca_key = dir.join("ca.key");
-    configure(&mut config);
-    let server = Server::bind(&config).await.expect("proxy binds");
-    let admin = AdminServer::bind(config.admin.listen, server.live())
-        .await
-        .expect("admin binds");
-    let proxy = Proxy {
-        addr: server.local_addr(),
-        admin: admin.local_addr(),
-        reload: server.live(),
-        dir,
-    };
-    tokio::spawn(async move {
-        server
-            .run(std::future::pending())
-            .await
-            .expect("the proxy runs")
-    });
-    tokio::spawn(admin.run());
-    proxy
-}
-
-async fn robots_origin() -> TestOrigin {
-    TestOrigin::start(|req| async move {
-        match req.uri().path() {
-            "/robots.txt" => Reply::text(200, ROBOTS),
-            path => Reply::text(200, format!("hello from {path}")),
-        }
-    })
+/// A proxy (`configure`d after the test defaults) with its admin listener.
+async fn start_proxy(configure: impl FnOnce(&mut Config)) -> TestProxy {
+    TestProxy::start_with_admin(config_with(|c| {
+        c.admin.listen = "127.0.0.1:0".parse().expect("addr");
+        configure(c);
+    }))
     .await
 }
 
-/// An answer read to the end of a `Connection: close` exchange.
-struct Answer {
-    status: u16,
-    head: String,
-    body: String,
+/// A GET of `url` through the proxy, raw, so targets the `http` crate would refuse to
+/// build can be sent as a hostile client would; the raw answer.
+async fn via_proxy(proxy: &TestProxy, url: &str) -> String {
+    let request =
+        format!("GET {url} HTTP/1.1\r\nHost: x\r\nUser-Agent: {UA}\r\nConnection: close\r\n\r\n");
+    raw(proxy.addr(), request.as_bytes()).await
 }
 
-impl Answer {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.head.lines().find_map(|line| {
-            let (key, value) = line.split_once(':')?;
-            key.eq_ignore_ascii_case(name).then(|| value.trim())
-        })
-    }
+/// A request to the admin listener (`extra`: header lines, each ending in CRLF); the raw
+/// answer.
+async fn admin(proxy: &TestProxy, method: &str, path: &str, extra: &str) -> String {
+    let request =
+        format!("{method} {path} HTTP/1.1\r\nHost: admin\r\n{extra}Connection: close\r\n\r\n");
+    raw(proxy.admin_addr(), request.as_bytes()).await
 }
 
-/// Sends `request` (a raw head, `Connection: close` added) and reads the
-/// whole answer: raw, so targets the `http` crate would refuse to build can
-/// be sent as a hostile client would.
-async fn exchange(addr: SocketAddr, request: &str) -> Answer {
-    let mut stream = TcpStream::connect(addr).await.expect("connect");
-    let request = format!("{request}Connection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.expect("send");
-    let mut raw = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut raw))
-        .await
-        .expect("answer within 10 s")
-        .expect("read");
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").expect("a complete head");
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .expect("a status line");
-    Answer {
-        status,
-        head: head.to_owned(),
-        body: body.to_owned(),
-    }
-}
-
-/// A GET through the proxy for `url`.
-async fn via_proxy(proxy: &Proxy, url: &str) -> Answer {
-    exchange(
-        proxy.addr,
-        &format!("GET {url} HTTP/1.1\r\nHost: x\r\nUser-Agent: {UA}\r\n"),
-    )
-    .await
-}
-
-/// A request to the admin listener.
-async fn admin(proxy: &Proxy, method: &str, path: &str, extra: &str) -> Answer {
-    exchange(
-        proxy.admin,
-        &format!("{method} {path} HTTP/1.1\r\nHost: admin\r\n{extra}"),
-    )
-    .await
-}
-
-async fn scrape(proxy: &Proxy) -> String {
+async fn scrape(proxy: &TestProxy) -> String {
     let answer = admin(proxy, "GET", "/metrics", "").await;
-    assert_eq!(answer.status, 200);
-    answer.body
+    assert_eq!(raw_status(&answer), 200);
+    raw_body(&answer).to_owned()
 }
 
 /// The value of the sample `series` (name and labels exactly as exposed).
@@ -149,7 +58,7 @@ fn sample(metrics: &str, series: &str) -> Option<f64> {
 }
 
 /// Scrapes until `series` has `want` (connections close asynchronously).
-async fn wait_for_sample(proxy: &Proxy, series: &str, want: f64) {
+async fn wait_for_sample(proxy: &TestProxy, series: &str, want: f64) {
     let mut last = None;
     for _ in 0..100 {
         last = sample(&scrape(proxy).await, series);
@@ -163,29 +72,35 @@ async fn wait_for_sample(proxy: &Proxy, series: &str, want: f64) {
 
 #[tokio::test]
 async fn metrics_count_requests_fetches_cache_latency_and_connections() {
-    let origin = robots_origin().await;
+    let origin = TestOrigin::site(ROBOTS).await;
     let proxy = start_proxy(|_| {}).await;
 
-    assert_eq!(via_proxy(&proxy, &origin.url("/page")).await.status, 200);
-    assert_eq!(via_proxy(&proxy, &origin.url("/other")).await.status, 200);
     assert_eq!(
-        via_proxy(&proxy, &origin.url("/private/x")).await.status,
+        raw_status(&via_proxy(&proxy, &origin.url("/page")).await),
+        200
+    );
+    assert_eq!(
+        raw_status(&via_proxy(&proxy, &origin.url("/other")).await),
+        200
+    );
+    assert_eq!(
+        raw_status(&via_proxy(&proxy, &origin.url("/private/x")).await),
         403
     );
     assert_eq!(
-        via_proxy(&proxy, &origin.url("/private/y")).await.status,
+        raw_status(&via_proxy(&proxy, &origin.url("/private/y")).await),
         403
     );
 
     let answer = admin(&proxy, "GET", "/metrics", "").await;
-    assert_eq!(answer.status, 200);
+    assert_eq!(raw_status(&answer), 200);
     assert_eq!(
-        answer.header("content-type"),
+        raw_header(&answer, "content-type"),
         Some("text/plain; version=0.0.4; charset=utf-8")
     );
-    let m = answer.body;
+    let m = raw_body(&answer);
     let expect = |series: &str, want: f64| {
-        assert_eq!(sample(&m, series), Some(want), "{series} in\n{m}");
+        assert_eq!(sample(m, series), Some(want), "{series} in\n{m}");
     };
     expect(
         r#"robots_guard_requests_total{outcome="allowed",status="200"}"#,
@@ -225,7 +140,7 @@ async fn metrics_count_requests_fetches_cache_latency_and_connections() {
 
     // An idle keep-alive connection is open until the client leaves.
     let open = r#"robots_guard_open_connections{kind="client"}"#;
-    let idle = TcpStream::connect(proxy.addr).await.expect("connect");
+    let idle = TcpStream::connect(proxy.addr()).await.expect("connect");
     wait_for_sample(&proxy, open, 1.0).await;
     drop(idle);
     wait_for_sample(&proxy, open, 0.0).await;
@@ -239,18 +154,20 @@ async fn metrics_count_requests_fetches_cache_latency_and_connections() {
     )
     .await;
     assert_eq!(
-        answer.header("content-type"),
+        raw_header(&answer, "content-type"),
         Some("application/openmetrics-text; version=1.0.0; charset=utf-8")
     );
-    assert!(answer
-        .body
-        .contains("# TYPE robots_guard_requests counter\n"));
-    assert!(answer.body.ends_with("# EOF\n"));
+    let body = support::proxy::raw_body(&answer);
+    assert!(
+        body.contains("# TYPE robots_guard_requests counter\n"),
+        "{body}"
+    );
+    assert!(body.ends_with("# EOF\n"), "{body}");
 }
 
 #[tokio::test]
 async fn pacing_rejections_are_counted() {
-    let origin = robots_origin().await;
+    let origin = TestOrigin::site(ROBOTS).await;
     // Every start must be 60 s apart, and no one may wait: the second
     // start on the host (the robots.txt fetch was the first) is a 429.
     let proxy = start_proxy(|config| {
@@ -260,7 +177,7 @@ async fn pacing_rejections_are_counted() {
     .await;
     let mut rejected = 0;
     for path in ["/a", "/b"] {
-        if via_proxy(&proxy, &origin.url(path)).await.status == 429 {
+        if raw_status(&via_proxy(&proxy, &origin.url(path)).await) == 429 {
             rejected += 1;
         }
     }
@@ -283,50 +200,51 @@ async fn pacing_rejections_are_counted() {
 async fn healthz_answers_ok_and_unknown_paths_are_404() {
     let proxy = start_proxy(|_| {}).await;
     let answer = admin(&proxy, "GET", "/healthz", "").await;
-    assert_eq!((answer.status, answer.body.as_str()), (200, "ok\n"));
-    assert_eq!(admin(&proxy, "GET", "/nope", "").await.status, 404);
+    assert_eq!((raw_status(&answer), raw_body(&answer)), (200, "ok\n"));
+    assert_eq!(raw_status(&admin(&proxy, "GET", "/nope", "").await), 404);
     let answer = admin(&proxy, "POST", "/healthz", "Content-Length: 0\r\n").await;
-    assert_eq!(answer.status, 405);
-    assert_eq!(answer.header("allow"), Some("GET, HEAD"));
+    assert_eq!(raw_status(&answer), 405);
+    assert_eq!(raw_header(&answer, "allow"), Some("GET, HEAD"));
 }
 
 #[tokio::test]
 async fn status_page_shows_hosts_and_denials_escaped() {
-    let origin = robots_origin().await;
+    let origin = TestOrigin::site(ROBOTS).await;
     let proxy = start_proxy(|_| {}).await;
 
     let empty = admin(&proxy, "GET", "/", "").await;
-    assert_eq!(empty.status, 200);
-    assert!(empty.body.contains("No traffic yet."));
+    assert_eq!(raw_status(&empty), 200);
+    assert!(raw_body(&empty).contains("No traffic yet."));
 
-    assert_eq!(via_proxy(&proxy, &origin.url("/page")).await.status, 200);
     assert_eq!(
-        via_proxy(&proxy, &origin.url("/private/report"))
-            .await
-            .status,
+        raw_status(&via_proxy(&proxy, &origin.url("/page")).await),
+        200
+    );
+    assert_eq!(
+        raw_status(&via_proxy(&proxy, &origin.url("/private/report")).await),
         403
     );
     // Quotes and ampersands reach the pipeline (and so the page) as sent.
     let hostile = origin.url(r#"/private/"onmouseover='alert(1)'&x={y}"#);
-    assert_eq!(via_proxy(&proxy, &hostile).await.status, 403);
+    assert_eq!(raw_status(&via_proxy(&proxy, &hostile).await), 403);
     // `<` and `>` never get that far: hyper refuses such a target with a
     // 400 of its own, so the page cannot show them at all.
     let script = format!("http://{}/<script>alert(1)</script>", origin.addr());
-    assert_eq!(via_proxy(&proxy, &script).await.status, 400);
+    assert_eq!(raw_status(&via_proxy(&proxy, &script).await), 400);
 
     let page = admin(&proxy, "GET", "/", "").await;
-    assert_eq!(page.status, 200);
+    assert_eq!(raw_status(&page), 200);
     assert_eq!(
-        page.header("content-type"),
+        raw_header(&page, "content-type"),
         Some("text/html; charset=utf-8")
     );
-    let csp = page.header("content-security-policy").unwrap_or_default();
+    let csp = raw_header(&page, "content-security-policy").unwrap_or_default();
     assert!(csp.contains("default-src 'none'"), "{csp}");
-    let html = page.body;
+    let html = raw_body(&page);
     assert!(html.contains("<meta http-equiv=\"refresh\""));
 
     // The host row: robots.txt parsed, one allowed, two denied.
-    let hosts = section(&html, "id=\"hosts\"");
+    let hosts = section(html, "id=\"hosts\"");
     assert!(
         hosts.contains("<td class=\"mono\">127.0.0.1</td>"),
         "{hosts}"
@@ -335,7 +253,7 @@ async fn status_page_shows_hosts_and_denials_escaped() {
     assert!(hosts.contains("<td class=\"num\">1</td><td class=\"num\">2</td>"));
 
     // The denials, newest first, with reason, rule and line.
-    let denials = section(&html, "id=\"denials\"");
+    let denials = section(html, "id=\"denials\"");
     assert!(denials.contains("/private/report"), "{denials}");
     assert!(denials.contains("robots-disallow"), "{denials}");
     assert!(denials.contains("disallow: /private"), "{denials}");
@@ -366,27 +284,36 @@ fn section<'a>(html: &'a str, marker: &str) -> &'a str {
 async fn status_page_and_metrics_follow_a_reload() {
     let proxy = start_proxy(|c| c.tls.mode = TlsMode::Tunnel).await;
     let page = admin(&proxy, "GET", "/", "").await;
-    assert!(page.body.contains("HTTPS tunnelled"), "{}", page.body);
+    assert!(
+        raw_body(&page).contains("HTTPS tunnelled"),
+        "{}",
+        raw_body(&page)
+    );
 
-    let path = proxy.dir.join("config.toml");
+    let dir = support::temp_dir("admin-reload");
+    let path = dir.join("config.toml");
     std::fs::write(
         &path,
         format!(
             "[proxy]\nlisten = \"127.0.0.1:0\"\n[admin]\nlisten = \"127.0.0.1:0\"\n\
              [rate_limit]\ndefault_delay = \"0s\"\n\
              [tls]\nmode = \"intercept\"\nca_cert = \"{}\"\nca_key = \"{}\"\n",
-            proxy.dir.join("ca.pem").display(),
-            proxy.dir.join("ca.key").display()
+            dir.join("ca.pem").display(),
+            dir.join("ca.key").display()
         ),
     )
     .expect("write config");
-    proxy.reload.reload_from(&path).expect("reload");
+    proxy.live().reload_from(&path).expect("reload");
     let page = admin(&proxy, "GET", "/", "").await;
-    assert!(page.body.contains("HTTPS intercepted"), "{}", page.body);
+    assert!(
+        raw_body(&page).contains("HTTPS intercepted"),
+        "{}",
+        raw_body(&page)
+    );
 
     // One intercepted handshake mints one leaf certificate.
-    let ca = proxy.dir.join("ca.pem");
-    support::proxy::intercept(proxy.addr, "127.0.0.1:443", "", &ca, &[b"http/1.1"]).await;
+    let ca = dir.join("ca.pem");
+    intercept(proxy.addr(), "127.0.0.1:443", "", &ca, &[b"http/1.1"]).await;
     let metrics = scrape(&proxy).await;
     assert_eq!(
         sample(&metrics, "robots_guard_tls_leaf_certificates_minted_total"),

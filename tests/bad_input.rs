@@ -1,41 +1,43 @@
-//! Bad client input over raw sockets: malformed request lines, request smuggling,
-//! invalid header bytes, oversize heads and targets. Each gets a `4xx` answer (or, for
-//! the one case the RFC lets a server accept, a correct answer and a closed connection),
-//! the origin never sees a smuggled request, and a keep-alive client of the same proxy
-//! is served normally between every two cases.
+//! Bad client input: requests a forward proxy cannot serve (origin-form targets, other
+//! schemes, garbage) and, over raw sockets, malformed request lines, request smuggling,
+//! invalid header bytes, oversize heads and targets. Each gets a `4xx` answer, the
+//! origin never sees a smuggled request, and other clients of the same proxy are
+//! served meanwhile: a keep-alive client between every two cases of a table.
 //!
-//! Two layers refuse, and every case says which ([`Layer`]); the answers are the same
-//! kind either way (a reason header, text for people, a log line and a metric):
+//! Two layers refuse, and every case of a table says which ([`Layer`]); the answers
+//! are the same kind either way (a reason header, text for people, a log line and a
+//! metric):
 //! - **hyper** (the HTTP/1.1 parser, `httparse` underneath) refuses heads it cannot
 //!   parse before our code runs: `400` for request lines, header syntax, bad framing,
 //!   `431` for heads over `proxy.max_header_bytes` or more than 100 fields, and closes
 //!   the connection. Its own bare answer is replaced by the proxy's (`bad-request`,
 //!   `header-too-large`).
-//! - **our pipeline** (the target phase) refuses heads hyper accepts but a proxy
-//!   cannot serve: origin-form targets, bad hosts or ports, URLs over
-//!   `proxy.max_url_length` (`414`), and both `Content-Length` and `Transfer-Encoding`.
+//! - **our pipeline** (the target phase, before any robots.txt lookup) refuses heads
+//!   hyper accepts but a proxy cannot serve: origin-form targets, bad hosts or ports,
+//!   URLs over `proxy.max_url_length` (`414`), and both `Content-Length` and
+//!   `Transfer-Encoding` (`400`, closing).
 //!
-//! Already covered in `proxy_http.rs` and not repeated: `THIS IS NOT HTTP`, a space in
-//! the target, a header line without a colon
-//! (`bad_garbage_request_line_is_400_and_other_clients_are_still_served`), origin-form
-//! requests, `ftp://` targets, `max_url_length` with a small limit.
+//! How: the real proxy (`Server::bind` + `run`) on `127.0.0.1:0`, a scripted hyper origin
+//! on loopback that records what reaches it, and clients writing bytes as a hostile
+//! client would: raw sockets, next to hyper's HTTP/1.1 client for the bystanders.
 
 mod support;
 
-use std::time::Duration;
-
 use support::origin::{Reply, TestOrigin};
-use support::proxy::{config, get_request, raw_header, raw_status, ProxyConn, TestProxy};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use support::proxy::{
+    assert_status, config, config_with, get, get_request, nonzero, raw, raw_body, raw_header,
+    raw_status, ProxyConn, TestProxy,
+};
+use support::ROBOTS;
+use tokio::task::JoinSet;
 
 /// Who refuses a bad request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Layer {
     /// hyper's parser, before the request reaches our service.
     Hyper,
-    /// Our pipeline (`X-Robots-Guard-Reason` set).
-    Pipeline,
+    /// Our pipeline, with this `X-Robots-Guard-Reason`.
+    Pipeline(&'static str),
 }
 
 /// One bad request and the answer it must get.
@@ -89,10 +91,12 @@ impl Bench {
     }
 
     /// Sends each case on its own connection, checks its answer and layer, and has the
-    /// bystander served on its one keep-alive connection after each.
+    /// bystander served on its one keep-alive connection after each. The proxy closes
+    /// each case's connection: hyper after its own refusals, and the cases our pipeline
+    /// refuses ask for it with `Connection: close`.
     async fn check(&mut self, cases: Vec<Case>) {
         for case in cases {
-            let answer = send_raw(&self.proxy, case.what, &case.bytes).await;
+            let answer = raw(self.proxy.addr(), &case.bytes).await;
             let status = raw_status(&answer);
             assert_eq!(
                 status, case.status,
@@ -100,20 +104,24 @@ impl Bench {
                 case.what, case.status
             );
             let reason = raw_header(&answer, "x-robots-guard-reason");
-            assert!(reason.is_some(), "{}: no reason: {answer}", case.what);
-            if case.layer == Layer::Hyper {
-                // hyper's bare answer, replaced: the reason, text, and a close.
-                assert!(
-                    matches!(reason, Some("bad-request" | "header-too-large")),
-                    "{}: {answer}",
-                    case.what
-                );
-                assert!(
-                    support::proxy::raw_body(&answer).contains(&case.status.to_string()),
-                    "{}: {answer}",
-                    case.what
-                );
-                assert_eq!(raw_header(&answer, "connection"), Some("close"));
+            match case.layer {
+                Layer::Hyper => {
+                    // hyper's bare answer, replaced: a reason, text, and a close.
+                    assert!(
+                        matches!(reason, Some("bad-request" | "header-too-large")),
+                        "{}: {answer}",
+                        case.what
+                    );
+                    assert!(
+                        raw_body(&answer).contains(&case.status.to_string()),
+                        "{}: {answer}",
+                        case.what
+                    );
+                    assert_eq!(raw_header(&answer, "connection"), Some("close"));
+                }
+                Layer::Pipeline(want) => {
+                    assert_eq!(reason, Some(want), "{}: not ours: {answer}", case.what)
+                }
             }
             self.bystander_is_served().await;
         }
@@ -141,36 +149,74 @@ impl Bench {
     }
 }
 
-/// Writes `bytes` on a new connection while reading the answer until the proxy closes
-/// it (hyper closes after its own refusals; requests our pipeline refuses say
-/// `Connection: close`). Writing runs apart from reading and its errors are ignored: the proxy may answer
-/// and close before it has read an oversize head, and that is fine.
-async fn send_raw(proxy: &TestProxy, what: &str, bytes: &[u8]) -> String {
-    let exchange = async {
-        let stream = TcpStream::connect(proxy.addr()).await.expect("connect");
-        let (mut reader, mut writer) = stream.into_split();
-        let bytes = bytes.to_vec();
-        let write = tokio::spawn(async move {
-            let _ = writer.write_all(&bytes).await;
-            // Keep the write side open: a half-close could end the exchange early.
-            writer
-        });
-        let mut answer = Vec::new();
-        let mut buf = [0u8; 8192];
-        loop {
-            match reader.read(&mut buf).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => answer.extend_from_slice(&buf[..n]),
-            }
-        }
-        drop(write.await);
-        String::from_utf8_lossy(&answer).into_owned()
-    };
-    match tokio::time::timeout(Duration::from_secs(10), exchange).await {
-        Ok(answer) => answer,
-        Err(_) => panic!("{what}: the proxy did not answer and close within 10 s"),
-    }
+// --- Requests a forward proxy cannot serve ---------------------------------------------
+
+#[tokio::test]
+async fn bad_origin_form_request_is_400_saying_to_use_a_proxy() {
+    let proxy = TestProxy::start(config()).await;
+    let answer = raw(
+        proxy.addr(),
+        b"GET /x HTTP/1.1\r\nHost: example.com\r\nUser-Agent: t/1\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert_eq!(raw_status(&answer), 400, "{answer}");
+    assert!(
+        answer.contains("x-robots-guard-reason: bad-request"),
+        "{answer}"
+    );
+    let body = raw_body(&answer);
+    assert!(body.contains("forward proxy"), "{body}");
+    assert!(
+        body.contains(&format!("HTTP_PROXY=http://{}", proxy.addr())),
+        "{body}"
+    );
 }
+
+#[tokio::test]
+async fn bad_garbage_request_line_is_400_and_other_clients_are_still_served() {
+    let origin = TestOrigin::site(ROBOTS).await;
+    let proxy = TestProxy::start(config()).await;
+    let mut garbage = JoinSet::new();
+    for bytes in [
+        &b"THIS IS NOT HTTP\r\n\r\n"[..],
+        b"GET http://a b c HTTP/1.1\r\n\r\n",
+        b"\x00\x01\x02\xff\r\n\r\n",
+        b"GET http://127.0.0.1/ HTTP/1.1\r\nBad Header\r\n\r\n",
+    ] {
+        let addr = proxy.addr();
+        garbage.spawn(async move { (bytes, raw(addr, bytes).await) });
+    }
+    let ok = get(proxy.addr(), &origin.url("/page")).await;
+    assert_status(&ok, 200);
+    while let Some(done) = garbage.join_next().await {
+        let (bytes, answer) = done.expect("client task");
+        let status = raw_status(&answer);
+        assert!(
+            (400..500).contains(&status),
+            "{:?} got {answer:?}",
+            String::from_utf8_lossy(bytes)
+        );
+    }
+    assert_status(&get(proxy.addr(), &origin.url("/again")).await, 200);
+}
+
+#[tokio::test]
+async fn bad_unsupported_scheme_is_400() {
+    let proxy = TestProxy::start(config()).await;
+    let answer = raw(
+        proxy.addr(),
+        b"GET ftp://127.0.0.1/file HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: t/1\r\n\
+          Connection: close\r\n\r\n",
+    )
+    .await;
+    assert_eq!(raw_status(&answer), 400, "{answer}");
+    assert!(
+        raw_body(&answer).contains("unsupported scheme `ftp`"),
+        "{answer}"
+    );
+}
+
+// --- Malformed heads, smuggling, oversize heads (tables) -------------------------------
 
 #[tokio::test]
 async fn malformed_request_lines_are_400() {
@@ -229,9 +275,8 @@ async fn malformed_request_lines_are_400() {
         ])
         .await;
     // A few empty lines before a good request are tolerated, as RFC 9112 §2.2 asks.
-    let answer = send_raw(
-        &bench.proxy,
-        "empty lines before a request",
+    let answer = raw(
+        bench.proxy.addr(),
         format!(
             "\r\n\r\n\r\nGET http://{host}/after-crlf HTTP/1.1\r\nHost: {host}\r\n\
              User-Agent: t/1\r\nConnection: close\r\n\r\n"
@@ -259,38 +304,43 @@ async fn malformed_targets_are_400_from_the_pipeline() {
                 "port out of range",
                 get(format!("http://{ip}:99999/x")),
                 400,
-                Layer::Pipeline,
+                Layer::Pipeline("bad-request"),
             ),
             case(
                 "port not a number",
                 get(format!("http://{ip}:8o/x")),
                 400,
-                Layer::Pipeline,
+                Layer::Pipeline("bad-request"),
             ),
             case(
                 "brackets around a name",
                 get("http://[example.com]/x".into()),
                 400,
-                Layer::Pipeline,
+                Layer::Pipeline("bad-request"),
             ),
             case(
                 "bad host characters",
                 get("http://exa_mple$.com/x".into()),
                 400,
-                Layer::Pipeline,
+                Layer::Pipeline("bad-request"),
             ),
             case(
                 "authority-form outside CONNECT",
                 get(host.clone()),
                 400,
-                Layer::Pipeline,
+                Layer::Pipeline("bad-request"),
             ),
-            case("asterisk-form", get("*".into()), 400, Layer::Pipeline),
+            case(
+                "asterisk-form",
+                get("*".into()),
+                400,
+                Layer::Pipeline("bad-request"),
+            ),
             case(
                 "CONNECT without a port",
                 "CONNECT example.com HTTP/1.1\r\nHost: example.com\r\nConnection: close\r\n\r\n",
                 400,
-                Layer::Pipeline,
+                Layer::Pipeline("bad-request"),
             ),
         ])
         .await;
@@ -389,16 +439,15 @@ async fn smuggling_attempts_are_refused_or_neutralised() {
     assert!(bench.origin_saw().is_empty(), "{:?}", bench.origin_saw());
 
     // Content-Length and Transfer-Encoding together (either order). RFC 9112 §6.1 lets
-    // a server refuse such a request, and a proxy whose origin reads the length the
+    // a server refuse such a request, and a proxy whose origin read the length the
     // other way would let a second request through: it is a 400 that closes the
     // connection, and nothing is forwarded.
     for framing in [
         "Content-Length: 4\r\nTransfer-Encoding: chunked\r\n",
         "Transfer-Encoding: chunked\r\nContent-Length: 4\r\n",
     ] {
-        let answer = send_raw(
-            &bench.proxy,
-            framing,
+        let answer = raw(
+            bench.proxy.addr(),
             post(framing, &format!("0\r\n\r\n{smuggled}")).as_bytes(),
         )
         .await;
@@ -419,9 +468,8 @@ async fn smuggling_attempts_are_refused_or_neutralised() {
 
     // A body that looks like a request is just a body: the origin gets it inside /post.
     let body = smuggled.clone();
-    let answer = send_raw(
-        &bench.proxy,
-        "a request inside a body",
+    let answer = raw(
+        bench.proxy.addr(),
         post(
             &format!("Content-Length: {}\r\nConnection: close\r\n", body.len()),
             &body,
@@ -436,9 +484,8 @@ async fn smuggling_attempts_are_refused_or_neutralised() {
     // body failed, so the answer is our `400` (or a closed connection if hyper gave up
     // on the connection first), never a `502` blaming the origin, and never a second
     // request through.
-    let answer = send_raw(
-        &bench.proxy,
-        "chunk-size overflow",
+    let answer = raw(
+        bench.proxy.addr(),
         post(
             "Transfer-Encoding: chunked\r\n",
             &format!("fffffffffffffffff1\r\nxx\r\n0\r\n\r\n{smuggled}"),
@@ -543,7 +590,7 @@ async fn oversize_heads_are_431_and_long_urls_414() {
                     target(max_url + 1)
                 ),
                 414,
-                Layer::Pipeline,
+                Layer::Pipeline("uri-too-long"),
             ),
             case(
                 "URL longer than the head buffer",
@@ -557,9 +604,8 @@ async fn oversize_heads_are_431_and_long_urls_414() {
         ])
         .await;
     // At the limits themselves, requests pass.
-    let answer = send_raw(
-        &bench.proxy,
-        "URL of max_url_length",
+    let answer = raw(
+        bench.proxy.addr(),
         format!(
             "GET {} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: t/1\r\nConnection: close\r\n\r\n",
             target(max_url)
@@ -574,4 +620,14 @@ async fn oversize_heads_are_431_and_long_urls_414() {
         &answer[..answer.len().min(300)]
     );
     assert_eq!(bench.origin_saw().len(), 1);
+
+    // A configured `max_url_length` is the one applied, and a URL over it is refused
+    // before robots.txt is even fetched.
+    let origin = TestOrigin::site(ROBOTS).await;
+    let proxy = TestProxy::start(config_with(|c| c.proxy.max_url_length = nonzero(100))).await;
+    let answer = get(proxy.addr(), &origin.url(&format!("/{}", "a".repeat(100)))).await;
+    assert_status(&answer, 414);
+    assert_eq!(answer.reason(), Some("uri-too-long"));
+    assert!(origin.requests().is_empty());
+    assert_status(&get(proxy.addr(), &origin.url("/short")).await, 200);
 }

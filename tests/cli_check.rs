@@ -1,4 +1,6 @@
-//! The `robots-guard check` contract (DESIGN.md §8), through the real binary.
+//! The `robots-guard check` contract, through the real binary: one line per URL
+//! (`allowed` or `disallowed`, the URL, then the deciding rule and its line), exit 0 if
+//! all are allowed, 1 if any is disallowed, 2 on error; `--explain` adds diagnostics.
 
 mod support;
 

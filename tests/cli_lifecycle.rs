@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use support::origin::{Reply, TestOrigin};
+use support::origin::TestOrigin;
 use support::proxy::{raw, raw_status};
 
 const BIN: &str = env!("CARGO_BIN_EXE_robots-guard");
@@ -242,21 +242,12 @@ async fn get_through(proxy: &str, url: &str, user_agent: Option<&str>) -> u16 {
     raw_status(&raw(proxy, head.as_bytes()).await)
 }
 
-/// An origin whose robots.txt disallows `/private`; other paths answer
-/// `page <path>`.
-async fn site() -> TestOrigin {
-    TestOrigin::start(|req| async move {
-        match req.uri().path() {
-            "/robots.txt" => Reply::text(200, "User-agent: *\nDisallow: /private\n"),
-            path => Reply::text(200, format!("page {path}")),
-        }
-    })
-    .await
-}
+/// robots.txt of the test site: `Disallow: /private` on line 2.
+const ROBOTS: &str = "User-agent: *\nDisallow: /private\n";
 
 #[tokio::test(flavor = "multi_thread")]
 async fn serve_with_json_logs_reloads_on_sighup_and_drains_on_sigterm() {
-    let origin = site().await;
+    let origin = TestOrigin::site(ROBOTS).await;
     let dir = support::temp_dir("cli-lifecycle");
     let config = dir.join("config.toml");
     let access = dir.join("access.jsonl");
@@ -366,7 +357,7 @@ fn threads_named(pid: u32, prefix: &str) -> usize {
 #[cfg(target_os = "linux")]
 #[tokio::test(flavor = "multi_thread")]
 async fn serve_starts_the_configured_worker_threads_and_they_all_serve() {
-    let origin = site().await;
+    let origin = TestOrigin::site(ROBOTS).await;
     let dir = support::temp_dir("cli-workers");
     let config = dir.join("config.toml");
     std::fs::write(

@@ -1,23 +1,23 @@
-//! Fault injection: origins and clients that misbehave, and proof that the proxy answers
-//! each with the right status *and keeps serving other clients while it happens*. Every
-//! test runs a bystander (a normal client of a healthy origin) during the fault, or after
-//! it when the fault is instantaneous.
+//! Fault injection: this is the file for upstreams (and TLS clients) that misbehave. An
+//! origin that refuses connections, closes without answering, answers garbage, hangs
+//! past `upstream_timeout`, breaks off mid-body, drips a byte a second, serves a 20 MB or
+//! endlessly redirecting robots.txt, or fails TLS; a client that speaks garbage inside a
+//! tunnel. Each test proves that the proxy answers the fault with the right status *and
+//! keeps serving other clients while it happens*: it runs a bystander (a normal client
+//! of a healthy origin) during the fault, or after it when the fault is instantaneous.
 //!
-//! Already covered elsewhere, not repeated here:
-//! - reset mid-body, sequential (`proxy_http.rs`
-//!   `upstream_reset_mid_body_breaks_the_client_body_and_the_proxy_goes_on`); here the
-//!   body is cut *while* another client is served;
-//! - origin slower than `upstream_timeout`, sequential (`proxy_http.rs`
-//!   `upstream_slower_than_upstream_timeout_is_504`); here with a bystander during the hang;
-//! - "NOT HTTP AT ALL" from the origin (`proxy_http.rs` `upstream_answering_garbage_is_502`);
-//! - robots.txt: a 6-hop redirect chain, timeouts, resets, bad chunking, 5xx
-//!   (`proxy_http.rs` section 2, `robots_fetch.rs`); `max_size` truncation at the fetcher
-//!   (`robots_fetch.rs` `ok_2xx_over_max_size_is_truncated_and_later_rules_do_not_apply`);
-//! - an upstream certificate from an untrusted CA → `502 upstream-certificate`
-//!   (`proxy_http.rs` `https_target_with_an_untrusted_certificate_is_502_naming_the_problem`,
-//!   `proxy_https.rs` `bad_upstream_certificate_is_502_naming_it`);
-//! - a client that rejects the proxy's CA (`proxy_https.rs`
-//!   `client_that_rejects_our_ca_fails_and_proxy_stays_up`).
+//! How: the real proxy (`Server::bind` + `run`) on `127.0.0.1:0`, scripted hyper origins
+//! on loopback whose replies are cut, delayed, streamed through a channel or replaced by
+//! raw bytes (`Reply::Raw`, `Reply::Reset`), bare TCP listeners for broken TLS, and real
+//! clients (hyper's HTTP/1.1 client and raw sockets) through the proxy.
+//!
+//! Elsewhere, with the feature they belong to: the outcomes of a robots.txt fetch through
+//! the proxy (5xx, timeouts, refused connections, a redirect chain one hop too long) in
+//! `robots_outcomes.rs`, and at the fetcher (resets, bad chunking, `max_size`
+//! truncation) in `robots_fetch.rs`; an untrusted upstream certificate behind an
+//! intercepted CONNECT (`bad_upstream_certificate_is_502_naming_it`) and a client that
+//! rejects the proxy's CA (`client_that_rejects_our_ca_fails_and_proxy_stays_up`) in
+//! `proxy_https.rs`; bad request heads from clients in `bad_input.rs`.
 
 mod support;
 
@@ -28,26 +28,16 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body::{Body, Frame};
 use http_body_util::BodyExt;
-use support::origin::{BoxError, Reply, TestOrigin};
+use support::origin::{closed_port, BoxError, Reply, TestCa, TestOrigin};
 use support::proxy::{assert_status, config, config_with, get, get_request, ProxyConn, TestProxy};
+use support::ROBOTS;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Notify};
 use tokio::time::Instant;
 
-/// A healthy site: robots.txt disallows `/private`, every other path answers `ok <path>`.
-async fn healthy() -> TestOrigin {
-    TestOrigin::start(|req| async move {
-        match req.uri().path() {
-            "/robots.txt" => Reply::text(200, "User-agent: *\nDisallow: /private\n"),
-            _ => Reply::text(200, format!("ok {}", req.uri().path())),
-        }
-    })
-    .await
-}
-
-/// A normal client of `site` through `proxy` gets its `200` promptly: the fault in
-/// progress elsewhere does not hold it up.
+/// A normal client of `site` (a healthy [`TestOrigin::site`]) through `proxy` gets its
+/// `200` promptly: the fault in progress elsewhere does not hold it up.
 async fn bystander_is_served(proxy: &TestProxy, site: &TestOrigin, path: &str) {
     let started = Instant::now();
     let answer = get(proxy.addr(), &site.url(path)).await;
@@ -90,6 +80,60 @@ fn channel_reply(status: u16) -> (BodySender, Reply) {
     (sender, Reply::Http(response))
 }
 
+// --- Origin refuses connections or closes without answering ----------------------------
+
+#[tokio::test]
+async fn upstream_refusing_connections_is_502() {
+    let site = TestOrigin::site(ROBOTS).await;
+    // `/robots.txt` skips the robots.txt lookup, so the refusal is the forward's own.
+    let port = closed_port().await;
+    let proxy = TestProxy::start(config()).await;
+    let answer = get(proxy.addr(), &format!("http://127.0.0.1:{port}/robots.txt")).await;
+    assert_status(&answer, 502);
+    assert_eq!(answer.reason(), Some("upstream-error"));
+    assert!(
+        answer.text().contains("cannot connect"),
+        "{}",
+        answer.text()
+    );
+    bystander_is_served(&proxy, &site, "/after-refused").await;
+
+    // An origin that served robots.txt and a page, then went away (closing every
+    // connection, so the proxy has none pooled).
+    let origin = TestOrigin::start(|req| async move {
+        let reply = match req.uri().path() {
+            "/robots.txt" => Reply::text(200, ROBOTS),
+            _ => Reply::text(200, "ok"),
+        };
+        reply.header("connection", "close")
+    })
+    .await;
+    assert_status(&get(proxy.addr(), &origin.url("/first")).await, 200);
+    let url = origin.url("/second");
+    drop(origin);
+    let answer = get(proxy.addr(), &url).await;
+    assert_status(&answer, 502);
+    assert_eq!(answer.reason(), Some("upstream-error"));
+    bystander_is_served(&proxy, &site, "/after-gone").await;
+}
+
+#[tokio::test]
+async fn upstream_closing_without_an_answer_is_502() {
+    let origin = TestOrigin::start(|req| async move {
+        match req.uri().path() {
+            "/robots.txt" => Reply::empty(404),
+            _ => Reply::Reset,
+        }
+    })
+    .await;
+    let site = TestOrigin::site(ROBOTS).await;
+    let proxy = TestProxy::start(config()).await;
+    let answer = get(proxy.addr(), &origin.url("/page")).await;
+    assert_status(&answer, 502);
+    assert_eq!(answer.reason(), Some("upstream-error"));
+    bystander_is_served(&proxy, &site, "/after").await;
+}
+
 // --- Origin breaks off mid-body --------------------------------------------------------
 
 #[tokio::test]
@@ -116,7 +160,7 @@ async fn reset_mid_body_truncates_only_that_answer_while_others_are_served() {
         }
     })
     .await;
-    let site = healthy().await;
+    let site = TestOrigin::site(ROBOTS).await;
     let proxy = TestProxy::start(config()).await;
 
     let mut conn = ProxyConn::open(proxy.addr()).await;
@@ -156,15 +200,16 @@ async fn hang_before_answering_is_504_after_upstream_timeout_and_others_are_serv
     let origin = TestOrigin::start(|req| async move {
         match req.uri().path() {
             "/robots.txt" => Reply::empty(404),
-            _ => {
+            "/hang" => {
                 // Never answers in the test's lifetime.
                 tokio::time::sleep(Duration::from_secs(3600)).await;
                 Reply::empty(200)
             }
+            _ => Reply::text(200, "fast"),
         }
     })
     .await;
-    let site = healthy().await;
+    let site = TestOrigin::site(ROBOTS).await;
     let timeout = Duration::from_millis(700);
     let proxy = TestProxy::start(config_with(|c| c.proxy.upstream_timeout = timeout)).await;
 
@@ -192,6 +237,10 @@ async fn hang_before_answering_is_504_after_upstream_timeout_and_others_are_serv
         "504 after {waited:?}"
     );
     bystander_is_served(&proxy, &site, "/after").await;
+    // The origin that hung once is served again when it answers.
+    let fast = get(proxy.addr(), &origin.url("/fast")).await;
+    assert_status(&fast, 200);
+    assert_eq!(fast.text(), "fast");
 }
 
 // --- Origin drips one byte a second ----------------------------------------------------
@@ -219,7 +268,7 @@ async fn drip_of_one_byte_a_second_streams_unbuffered_and_blocks_no_one() {
         }
     })
     .await;
-    let site = healthy().await;
+    let site = TestOrigin::site(ROBOTS).await;
     // Shorter than the drip: `upstream_timeout` bounds the wait for the head only, a body
     // may take as long as it needs while bytes keep moving.
     let proxy = TestProxy::start(config_with(|c| {
@@ -311,7 +360,7 @@ async fn robots_txt_of_20_mb_is_read_up_to_max_size_and_later_rules_are_ignored(
         }
     })
     .await;
-    let site = healthy().await;
+    let site = TestOrigin::site(ROBOTS).await;
     let proxy = TestProxy::start(config()).await;
     let max_size = robots_guard::config::Config::default()
         .robots
@@ -360,7 +409,7 @@ async fn endless_robots_redirect_loop_is_cut_at_max_redirects_and_treated_as_4xx
         }
     })
     .await;
-    let site = healthy().await;
+    let site = TestOrigin::site(ROBOTS).await;
     let proxy = TestProxy::start(config()).await;
     let started = Instant::now();
     let answer = get(proxy.addr(), &origin.url("/page")).await;
@@ -383,7 +432,8 @@ async fn endless_robots_redirect_loop_is_cut_at_max_redirects_and_treated_as_4xx
 // --- Garbage status lines --------------------------------------------------------------
 
 /// Answers the origin writes instead of a valid response head.
-const GARBAGE: [&[u8]; 8] = [
+const GARBAGE: [&[u8]; 9] = [
+    b"NOT HTTP AT ALL\r\n\r\n",
     b"HTTP/1.1 abc\r\n\r\n",
     b"NOPE\r\n\r\n",
     b"\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03\xff\xfe\x00\x80",
@@ -405,7 +455,7 @@ async fn garbage_status_lines_from_the_origin_are_502_and_others_are_served() {
         Reply::Raw(Bytes::from_static(GARBAGE[index]))
     })
     .await;
-    let site = healthy().await;
+    let site = TestOrigin::site(ROBOTS).await;
     let proxy = TestProxy::start(config()).await;
     let mut clients = tokio::task::JoinSet::new();
     for i in 0..GARBAGE.len() {
@@ -424,6 +474,12 @@ async fn garbage_status_lines_from_the_origin_are_502_and_others_are_served() {
             answer.text()
         );
         assert_eq!(answer.reason(), Some("upstream-error"));
+        assert!(
+            answer.text().contains("not valid HTTP"),
+            "{:?}: {}",
+            String::from_utf8_lossy(GARBAGE[i]),
+            answer.text()
+        );
     }
     bystander_is_served(&proxy, &site, "/after").await;
 }
@@ -437,7 +493,7 @@ async fn garbage_status_line_for_robots_txt_is_503_robots_unreachable() {
         }
     })
     .await;
-    let site = healthy().await;
+    let site = TestOrigin::site(ROBOTS).await;
     let proxy = TestProxy::start(config()).await;
     let answer = get(proxy.addr(), &origin.url("/page")).await;
     // A robots.txt that cannot be read is "unreachable": complete disallow.
@@ -449,6 +505,36 @@ async fn garbage_status_line_for_robots_txt_is_503_robots_unreachable() {
 }
 
 // --- TLS failures ----------------------------------------------------------------------
+
+/// Plain HTTP to the proxy with an `https://` absolute-form target: the proxy fetches
+/// robots.txt and the page over TLS, verifying the origin's certificate.
+#[tokio::test]
+async fn https_target_with_an_untrusted_certificate_is_502_naming_the_problem() {
+    let ca = TestCa::new();
+    let origin = TestOrigin::start_tls(ca.server_config(&["127.0.0.1"]), |_| async {
+        Reply::text(200, "secret")
+    })
+    .await;
+    let url = origin.url("/page");
+    assert!(url.starts_with("https://"));
+    let site = TestOrigin::site(ROBOTS).await;
+
+    let proxy = TestProxy::start(config()).await;
+    let answer = get(proxy.addr(), &url).await;
+    assert_status(&answer, 502);
+    assert_eq!(answer.reason(), Some("upstream-certificate"));
+    let text = answer.text();
+    assert!(text.contains("certificate"), "{text}");
+    assert!(text.contains("UnknownIssuer"), "{text}");
+    assert_eq!(origin.requests().len(), 0, "nothing is fetched");
+    bystander_is_served(&proxy, &site, "/after").await;
+
+    // Trusted through extra_roots, the same origin is served.
+    let proxy = TestProxy::start(config_with(|c| c.tls.extra_roots = vec![ca.pem_file()])).await;
+    let answer = get(proxy.addr(), &url).await;
+    assert_status(&answer, 200);
+    assert_eq!(answer.text(), "secret");
+}
 
 /// A "TLS origin" on loopback that reads the client's first bytes (its ClientHello) and
 /// then does `misbehave` instead of a handshake. Returns the port and how many
@@ -479,7 +565,7 @@ async fn broken_tls_origin(plaintext: bool) -> (u16, Arc<AtomicUsize>) {
 #[tokio::test]
 async fn tls_origin_closing_during_the_handshake_is_502_or_503() {
     let (port, accepted) = broken_tls_origin(false).await;
-    let site = healthy().await;
+    let site = TestOrigin::site(ROBOTS).await;
     let proxy = TestProxy::start(config()).await;
 
     // robots.txt itself is forwarded without a lookup: the forward fails, 502.
@@ -502,7 +588,7 @@ async fn tls_origin_closing_during_the_handshake_is_502_or_503() {
 #[tokio::test]
 async fn tls_origin_answering_in_plaintext_is_502_naming_the_handshake() {
     let (port, _) = broken_tls_origin(true).await;
-    let site = healthy().await;
+    let site = TestOrigin::site(ROBOTS).await;
     let proxy = TestProxy::start(config()).await;
     let answer = get(
         proxy.addr(),
@@ -535,7 +621,7 @@ async fn closed_within(stream: &mut TcpStream, within: Duration) -> Vec<u8> {
 
 #[tokio::test]
 async fn client_speaking_tls_garbage_after_connect_is_dropped_and_the_proxy_stays_up() {
-    let site = healthy().await;
+    let site = TestOrigin::site(ROBOTS).await;
     let proxy = TestProxy::start(config_with(|c| {
         c.proxy.header_read_timeout = Duration::from_millis(500);
     }))

@@ -1,4 +1,4 @@
-//! Access control (issue: run it in production): proxy authentication with
+//! Access control, for running the proxy as a shared service: proxy authentication with
 //! the tunnel's user carried inside, destination rules checked after DNS,
 //! client networks, crawler-trap paths. Real loopback servers and clients.
 
@@ -7,29 +7,21 @@ mod support;
 use base64::Engine;
 use http::StatusCode;
 
-use support::origin::{Reply, TestOrigin};
+use support::origin::TestOrigin;
 use support::proxy::{
-    config_with, connect_head, get, get_request, raw, raw_header, raw_status, send, TestProxy,
+    config, config_with, connect_head, get, get_request, raw, raw_header, raw_status, send,
+    TestProxy,
 };
+use support::ROBOTS;
 
 fn basic(user: &str, password: &str) -> String {
     let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
     format!("Basic {token}")
 }
 
-async fn allow_all_origin() -> TestOrigin {
-    TestOrigin::start(|req: http::Request<hyper::body::Incoming>| async move {
-        match req.uri().path() {
-            "/robots.txt" => Reply::text(200, "User-agent: *\nDisallow: /private\n"),
-            path => Reply::text(200, format!("page {path}")),
-        }
-    })
-    .await
-}
-
 #[tokio::test]
 async fn proxy_auth_407_then_200_and_credentials_not_forwarded() {
-    let origin = allow_all_origin().await;
+    let origin = TestOrigin::site(ROBOTS).await;
     let proxy = TestProxy::start(config_with(|c| {
         c.auth.users.insert("alice".into(), "s3cret".into());
     }))
@@ -89,7 +81,7 @@ async fn connect_needs_credentials_and_its_user_covers_the_tunnel() {
 
 #[tokio::test]
 async fn denied_destinations_are_refused_after_resolution_without_contact() {
-    let origin = allow_all_origin().await;
+    let origin = TestOrigin::site(ROBOTS).await;
     let proxy = TestProxy::start(config_with(|c| {
         c.proxy.deny_destinations = vec![
             "127.0.0.0/8".parse().expect("net"),
@@ -118,7 +110,7 @@ async fn denied_destinations_are_refused_after_resolution_without_contact() {
 
 #[tokio::test]
 async fn cloud_metadata_is_denied_by_default() {
-    let proxy = TestProxy::start(support::proxy::config()).await;
+    let proxy = TestProxy::start(config()).await;
     let answer = get(proxy.addr(), "http://169.254.169.254/latest/meta-data/").await;
     assert_eq!(answer.status, StatusCode::FORBIDDEN);
     assert_eq!(answer.reason(), Some("destination-denied"));
@@ -144,8 +136,8 @@ async fn clients_outside_allow_clients_are_refused_at_accept() {
 
 #[tokio::test]
 async fn crawler_trap_paths_are_refused() {
-    let origin = allow_all_origin().await;
-    let proxy = TestProxy::start(support::proxy::config()).await;
+    let origin = TestOrigin::site(ROBOTS).await;
+    let proxy = TestProxy::start(config()).await;
     let answer = get(proxy.addr(), &origin.url("/a/b/a/b/a/b/a/b/page")).await;
     assert_eq!(answer.status, StatusCode::FORBIDDEN);
     assert_eq!(answer.reason(), Some("crawler-trap"));

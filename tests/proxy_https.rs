@@ -1,4 +1,4 @@
-//! HTTPS through the proxy (DESIGN.md §5): CONNECT with TLS interception
+//! HTTPS through the proxy: CONNECT with TLS interception
 //! (HTTP/1.1 and HTTP/2 towards the client), tunnel mode, upstream
 //! certificate checks, port refusal, and upgrades (WebSocket-style) in plain
 //! and intercepted HTTP. Real loopback TLS origins with a test CA; real
@@ -6,95 +6,58 @@
 
 mod support;
 
-use std::path::PathBuf;
-
 use bytes::Bytes;
 use http::{Request, StatusCode};
-use http_body_util::{BodyExt, Empty};
+use http_body_util::Empty;
 use hyper::body::Incoming;
 use hyper::client::conn::http2::SendRequest;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioIo;
 use robots_guard::config::{Config, TlsMode};
-use robots_guard::proxy::Server;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use support::origin::{Reply, TestCa, TestOrigin};
-use support::proxy::{connect_head, tls_handshake};
+use support::proxy::{
+    collect, config, config_with, connect_head, h1_client, h2_client, intercept, tls_handshake,
+    Answer, TestProxy,
+};
 
 const UA: &str = "TestBot/1.0 (+https://example.invalid/bot)";
 
-/// A proxy running in this process, its CA file, and a temp dir to clean.
-struct Proxy {
-    addr: std::net::SocketAddr,
-    ca_pem: PathBuf,
-    dir: PathBuf,
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-async fn start_proxy(configure: impl FnOnce(&mut Config)) -> Proxy {
-    let dir = support::temp_dir("https");
-    let mut config = Config::default();
-    config.proxy.listen = "127.0.0.1:0".parse().expect("addr");
-    config.rate_limit.default_delay = std::time::Duration::ZERO;
-    config.tls.ca_cert = dir.join("ca.pem");
-    config.tls.ca_key = dir.join("ca.key");
-    configure(&mut config);
-    let server = Server::bind(&config).await.expect("proxy binds");
-    let addr = server.local_addr();
-    tokio::spawn(async move {
-        server
-            .run(std::future::pending())
-            .await
-            .expect("the proxy runs")
-    });
-    Proxy {
-        addr,
-        ca_pem: config.tls.ca_cert.clone(),
-        dir,
-    }
-}
-
 /// A proxy (`configure`d after the defaults) that trusts `ca` upstream and
 /// allows CONNECT to `origin`'s port.
-async fn proxy_for(ca: &TestCa, origin: &TestOrigin, configure: impl FnOnce(&mut Config)) -> Proxy {
+async fn proxy_for(
+    ca: &TestCa,
+    origin: &TestOrigin,
+    configure: impl FnOnce(&mut Config),
+) -> TestProxy {
     let roots = ca.pem_file();
     let port = origin.port();
-    start_proxy(move |c| {
+    TestProxy::start(config_with(move |c| {
         c.tls.extra_roots = vec![roots];
         c.tls.connect_ports = vec![port];
         configure(c);
-    })
+    }))
     .await
 }
 
 /// CONNECT to `127.0.0.1:port` through `proxy` and a TLS handshake with the
 /// proxy's minted certificate, offering `alpn`.
 async fn intercepted_tls(
-    proxy: &Proxy,
+    proxy: &TestProxy,
     port: u16,
     alpn: &[&[u8]],
 ) -> tokio_rustls::client::TlsStream<TcpStream> {
     let target = format!("127.0.0.1:{port}");
-    support::proxy::intercept(proxy.addr, &target, "", &proxy.ca_pem, alpn).await
+    intercept(proxy.addr(), &target, "", proxy.ca_cert(), alpn).await
 }
 
 /// An intercepted connection that negotiated HTTP/2 (offering `alpn`), ready
 /// for requests.
-async fn intercepted_h2(proxy: &Proxy, port: u16, alpn: &[&[u8]]) -> SendRequest<Empty<Bytes>> {
+async fn intercepted_h2(proxy: &TestProxy, port: u16, alpn: &[&[u8]]) -> SendRequest<Empty<Bytes>> {
     let tls = intercepted_tls(proxy, port, alpn).await;
     assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
-    let (sender, conn) =
-        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
-            .await
-            .expect("h2 handshake");
-    tokio::spawn(conn);
-    sender
+    h2_client(tls).await
 }
 
 /// An HTTP/2 GET of `https://127.0.0.1:port{path}` as `UA`.
@@ -130,32 +93,6 @@ async fn connect(
     connect_head(proxy, target, &ua).await
 }
 
-struct Answer {
-    status: StatusCode,
-    reason: Option<String>,
-    body: String,
-}
-
-async fn read_answer(response: http::Response<Incoming>) -> Answer {
-    let status = response.status();
-    let reason = response
-        .headers()
-        .get("x-robots-guard-reason")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
-    let body = response
-        .into_body()
-        .collect()
-        .await
-        .expect("body")
-        .to_bytes();
-    Answer {
-        status,
-        reason,
-        body: String::from_utf8_lossy(&body).into_owned(),
-    }
-}
-
 fn get(uri: &str) -> Request<Empty<Bytes>> {
     Request::builder()
         .uri(uri)
@@ -166,29 +103,28 @@ fn get(uri: &str) -> Request<Empty<Bytes>> {
 }
 
 /// CONNECT, TLS with the proxy's CA, then HTTP/1.1 requests on that tunnel.
-async fn intercepted_h1(proxy: &Proxy, port: u16, paths: &[&str]) -> Vec<Answer> {
+async fn intercepted_h1(proxy: &TestProxy, port: u16, paths: &[&str]) -> Vec<Answer> {
     intercepted_h1_to(proxy, &format!("127.0.0.1:{port}"), paths).await
 }
 
 /// An HTTP/1.1 client on an intercepted tunnel: `CONNECT target` (with
 /// `extra` header lines), then TLS with the proxy's CA.
 async fn intercepted_sender(
-    proxy: &Proxy,
+    proxy: &TestProxy,
     target: &str,
     extra: &str,
 ) -> hyper::client::conn::http1::SendRequest<Empty<Bytes>> {
-    let tls =
-        support::proxy::intercept(proxy.addr, target, extra, &proxy.ca_pem, &[b"http/1.1"]).await;
-    support::proxy::h1_client(tls).await
+    let tls = intercept(proxy.addr(), target, extra, proxy.ca_cert(), &[b"http/1.1"]).await;
+    h1_client(tls).await
 }
 
 /// [`intercepted_h1`] with the CONNECT target written as `target`.
-async fn intercepted_h1_to(proxy: &Proxy, target: &str, paths: &[&str]) -> Vec<Answer> {
+async fn intercepted_h1_to(proxy: &TestProxy, target: &str, paths: &[&str]) -> Vec<Answer> {
     let mut sender = intercepted_sender(proxy, target, "").await;
     let mut answers = Vec::new();
     for path in paths {
         let response = sender.send_request(get(path)).await.expect("response");
-        answers.push(read_answer(response).await);
+        answers.push(collect(response).await.expect("a complete body"));
     }
     answers
 }
@@ -205,11 +141,11 @@ async fn intercept_http1_allowed_and_disallowed() {
     )
     .await;
     assert_eq!(answers[0].status, StatusCode::OK);
-    assert_eq!(answers[0].body, "secure /page");
+    assert_eq!(answers[0].text(), "secure /page");
     assert_eq!(answers[1].status, StatusCode::FORBIDDEN);
-    assert_eq!(answers[1].reason.as_deref(), Some("robots-disallow"));
+    assert_eq!(answers[1].reason(), Some("robots-disallow"));
     assert!(answers[1]
-        .body
+        .text()
         .contains(&format!("https://127.0.0.1:{}/robots.txt", origin.port())));
     assert_eq!(answers[2].status, StatusCode::OK);
     // The proxy fetched robots.txt over HTTPS once; the client's own fetch is the second.
@@ -234,7 +170,7 @@ async fn intercept_reads_another_spelling_of_an_address_as_that_address() {
     let target = format!("127.1:{}", origin.port());
     let answers = intercepted_h1_to(&proxy, &target, &["/page", "/private"]).await;
     assert_eq!(
-        (answers[0].status, answers[0].body.as_str()),
+        (answers[0].status, answers[0].text().as_str()),
         (StatusCode::OK, "secure /page")
     );
     assert_eq!(answers[1].status, StatusCode::FORBIDDEN);
@@ -259,7 +195,9 @@ async fn intercepted_http1_heads_over_max_header_bytes_are_431() {
         "x-big",
         http::HeaderValue::from_str(&"b".repeat(max_head + 1)).expect("value"),
     );
-    let answer = read_answer(sender.send_request(request).await.expect("answer")).await;
+    let answer = collect(sender.send_request(request).await.expect("answer"))
+        .await
+        .expect("a complete body");
     assert_eq!(answer.status, StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE);
     assert_eq!(origin.hits("/big"), 0);
 }
@@ -287,7 +225,9 @@ async fn intercepted_http2_header_lists_over_max_header_bytes_are_refused() {
     );
     assert_eq!(origin.hits("/big"), 0);
     let small = h2_get(origin.port(), "/small");
-    let answer = read_answer(sender.send_request(small).await.expect("answer")).await;
+    let answer = collect(sender.send_request(small).await.expect("answer"))
+        .await
+        .expect("a complete body");
     assert_eq!(answer.status, StatusCode::OK);
 }
 
@@ -303,14 +243,18 @@ async fn intercept_http2_towards_client() {
     }
     let mut answers = Vec::new();
     for response in in_flight {
-        answers.push(read_answer(response.await.expect("h2 response")).await);
+        answers.push(
+            collect(response.await.expect("h2 response"))
+                .await
+                .expect("a complete body"),
+        );
     }
     assert_eq!(
-        (answers[0].status, answers[0].body.as_str()),
+        (answers[0].status, answers[0].text().as_str()),
         (StatusCode::OK, "secure /a")
     );
     assert_eq!(
-        (answers[1].status, answers[1].body.as_str()),
+        (answers[1].status, answers[1].text().as_str()),
         (StatusCode::OK, "secure /b")
     );
     assert_eq!(answers[2].status, StatusCode::FORBIDDEN);
@@ -329,9 +273,11 @@ async fn intercept_checks_identity_per_request_not_on_connect() {
         .header("host", "127.0.0.1")
         .body(Empty::<Bytes>::new())
         .expect("request");
-    let answer = read_answer(sender.send_request(request).await.expect("response")).await;
+    let answer = collect(sender.send_request(request).await.expect("response"))
+        .await
+        .expect("a complete body");
     assert_eq!(answer.status, StatusCode::FORBIDDEN);
-    assert_eq!(answer.reason.as_deref(), Some("identity"));
+    assert_eq!(answer.reason(), Some("identity"));
 }
 
 #[tokio::test]
@@ -343,15 +289,17 @@ async fn tunnel_user_covers_the_decrypted_requests() {
     })
     .await;
     let target = format!("127.0.0.1:{}", origin.port());
-    let (_, status) = connect(proxy.addr, &target, None).await;
+    let (_, status) = connect(proxy.addr(), &target, None).await;
     assert!(status.starts_with("HTTP/1.1 407"), "{status}");
     // "carol:pw" in base64.
     let auth = "Proxy-Authorization: Basic Y2Fyb2w6cHc=\r\n";
     let mut sender = intercepted_sender(&proxy, &target, auth).await;
     // No Proxy-Authorization inside the tunnel: the CONNECT's user covers it.
-    let answer = read_answer(sender.send_request(get("/inside")).await.expect("response")).await;
+    let answer = collect(sender.send_request(get("/inside")).await.expect("response"))
+        .await
+        .expect("a complete body");
     assert_eq!(
-        (answer.status, answer.body.as_str()),
+        (answer.status, answer.text().as_str()),
         (StatusCode::OK, "secure /inside")
     );
 }
@@ -370,7 +318,7 @@ async fn intercept_robots_unreachable_over_https_is_503() {
     let proxy = proxy_for(&ca, &origin, |_| {}).await;
     let answers = intercepted_h1(&proxy, origin.port(), &["/page"]).await;
     assert_eq!(answers[0].status, StatusCode::SERVICE_UNAVAILABLE);
-    assert_eq!(answers[0].reason.as_deref(), Some("robots-unreachable"));
+    assert_eq!(answers[0].reason(), Some("robots-unreachable"));
     assert_eq!(origin.hits("/page"), 0);
 }
 
@@ -379,14 +327,14 @@ async fn bad_upstream_certificate_is_502_naming_it() {
     let untrusted = TestCa::new();
     let origin = tls_origin(&untrusted, "User-agent: *\nAllow: /\n").await;
     // The proxy trusts only the Mozilla roots: the origin's CA is unknown.
-    let proxy = start_proxy(|c| c.tls.connect_ports = vec![origin.port()]).await;
+    let proxy = TestProxy::start(config_with(|c| c.tls.connect_ports = vec![origin.port()])).await;
     let answers = intercepted_h1(&proxy, origin.port(), &["/page"]).await;
     assert_eq!(answers[0].status, StatusCode::BAD_GATEWAY);
-    assert_eq!(answers[0].reason.as_deref(), Some("upstream-certificate"));
+    assert_eq!(answers[0].reason(), Some("upstream-certificate"));
     assert!(
-        answers[0].body.contains("failed verification"),
+        answers[0].text().contains("failed verification"),
         "{}",
-        answers[0].body
+        answers[0].text()
     );
     assert_eq!(origin.hits("/page"), 0);
 }
@@ -396,7 +344,8 @@ async fn client_that_rejects_our_ca_fails_and_proxy_stays_up() {
     let ca = TestCa::new();
     let origin = tls_origin(&ca, "User-agent: *\nAllow: /\n").await;
     let proxy = proxy_for(&ca, &origin, |_| {}).await;
-    let (stream, status) = connect(proxy.addr, &format!("127.0.0.1:{}", origin.port()), None).await;
+    let (stream, status) =
+        connect(proxy.addr(), &format!("127.0.0.1:{}", origin.port()), None).await;
     assert!(status.starts_with("HTTP/1.1 200"), "{status}");
     // This client trusts only some other CA.
     let other = TestCa::new();
@@ -411,9 +360,9 @@ async fn client_that_rejects_our_ca_fails_and_proxy_stays_up() {
 async fn connect_to_a_port_not_listed_is_refused_without_contact() {
     let ca = TestCa::new();
     let origin = tls_origin(&ca, "User-agent: *\nAllow: /\n").await;
-    let proxy = start_proxy(|c| c.tls.connect_ports = vec![443]).await;
+    let proxy = TestProxy::start(config_with(|c| c.tls.connect_ports = vec![443])).await;
     let (_, status) = connect(
-        proxy.addr,
+        proxy.addr(),
         &format!("127.0.0.1:{}", origin.port()),
         Some(UA),
     )
@@ -440,30 +389,31 @@ async fn tunnel_mode_refuses_when_everything_is_disallowed() {
     let proxy = proxy_for(&ca, &origin, |c| c.tls.mode = TlsMode::Tunnel).await;
     let target = format!("127.0.0.1:{}", origin.port());
     // An agent the file shuts out entirely gets 403 on CONNECT.
-    let (_, status) = connect(proxy.addr, &target, Some("OtherBot/2.0")).await;
+    let (_, status) = connect(proxy.addr(), &target, Some("OtherBot/2.0")).await;
     assert!(status.starts_with("HTTP/1.1 403"), "{status}");
-    // With no User-Agent, the configured identity (robots-guard) is the agent: also out.
-    let (_, status) = connect(proxy.addr, &target, None).await;
+    // With no User-Agent, the configured identity (the test's) is the agent: also out.
+    let (_, status) = connect(proxy.addr(), &target, None).await;
     assert!(status.starts_with("HTTP/1.1 403"), "{status}");
     // `/` is disallowed for PartBot, but `/public` is not: the tunnel is not refused.
-    let (_, status) = connect(proxy.addr, &target, Some("PartBot/1.0")).await;
+    let (_, status) = connect(proxy.addr(), &target, Some("PartBot/1.0")).await;
     assert!(status.starts_with("HTTP/1.1 200"), "{status}");
     // TestBot may fetch: a blind tunnel, TLS end to end with the origin's own certificate.
-    let (stream, status) = connect(proxy.addr, &target, Some(UA)).await;
+    let (stream, status) = connect(proxy.addr(), &target, Some(UA)).await;
     assert!(status.starts_with("HTTP/1.1 200"), "{status}");
     let tls = tls_handshake(stream, ca.cert_pem().as_bytes(), &[b"http/1.1"])
         .await
         .expect("TLS with the origin");
-    let mut sender = support::proxy::h1_client(tls).await;
-    let answer = read_answer(
+    let mut sender = h1_client(tls).await;
+    let answer = collect(
         sender
             .send_request(get("/anything"))
             .await
             .expect("response"),
     )
-    .await;
+    .await
+    .expect("a complete body");
     assert_eq!(
-        (answer.status, answer.body.as_str()),
+        (answer.status, answer.text().as_str()),
         (StatusCode::OK, "secure /anything")
     );
 }
@@ -527,13 +477,13 @@ where
 #[tokio::test]
 async fn websocket_upgrade_passes_in_plain_http() {
     let origin = TestOrigin::start(echo_upgrade).await;
-    let proxy = start_proxy(|_| {}).await;
-    let stream = TcpStream::connect(proxy.addr).await.expect("proxy");
+    let proxy = TestProxy::start(config()).await;
+    let stream = TcpStream::connect(proxy.addr()).await.expect("proxy");
     let (status, echoed) = upgrade_roundtrip(stream, "127.0.0.1", &origin.url("/ws")).await;
     assert_eq!(status, 101);
     assert_eq!(echoed.as_deref(), Some("ping through the proxy"));
     // The policy check still applies to upgrades.
-    let stream = TcpStream::connect(proxy.addr).await.expect("proxy");
+    let stream = TcpStream::connect(proxy.addr()).await.expect("proxy");
     let (status, _) = upgrade_roundtrip(stream, "127.0.0.1", &origin.url("/private/ws")).await;
     assert_eq!(status, 403);
 }

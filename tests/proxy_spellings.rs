@@ -8,26 +8,17 @@ mod support;
 
 use bytes::Bytes;
 use http::Request;
-use http_body_util::{BodyExt, Empty};
+use http_body_util::Empty;
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo};
 use robots_guard::robots::{Spelling, Spellings};
 
 use support::origin::{Reply, TestCa, TestOrigin};
-use support::proxy::{config, config_with, raw, raw_body, raw_header, raw_status, TestProxy};
+use support::proxy::{
+    collect, config, config_with, h1_client, h2_client, intercept, raw, raw_body, raw_header,
+    raw_status, TestProxy,
+};
 
 const ROBOTS: &str = "User-agent: *\nDisallow: /private/\nDisallow: /*.secret$\n";
-
-/// An origin serving [`ROBOTS`] and `ok <path>` for everything else.
-async fn site() -> TestOrigin {
-    TestOrigin::start(|req| async move {
-        match req.uri().path() {
-            "/robots.txt" => Reply::text(200, ROBOTS),
-            _ => Reply::text(200, format!("ok {}", req.uri())),
-        }
-    })
-    .await
-}
 
 /// Sends `GET http://origin{target}` exactly as written and returns the raw answer.
 async fn get_raw(proxy: &TestProxy, origin: &TestOrigin, target: &str) -> String {
@@ -91,7 +82,7 @@ const REFUSED: &[(&str, Option<(&str, &str)>)] = &[
 
 #[tokio::test]
 async fn every_respelling_of_a_disallowed_url_is_refused_naming_the_reading() {
-    let origin = site().await;
+    let origin = TestOrigin::site(ROBOTS).await;
     let proxy = TestProxy::start(config()).await;
     for (target, served_as) in REFUSED {
         let answer = get_raw(&proxy, &origin, target).await;
@@ -121,7 +112,7 @@ async fn every_respelling_of_a_disallowed_url_is_refused_naming_the_reading() {
 
 #[tokio::test]
 async fn allowed_urls_reach_the_origin_in_their_normal_form() {
-    let origin = site().await;
+    let origin = TestOrigin::site(ROBOTS).await;
     let proxy = TestProxy::start(config()).await;
     for (sent, received) in [
         ("/public/index.html?q=1", "/public/index.html?q=1"),
@@ -147,7 +138,7 @@ async fn allowed_urls_reach_the_origin_in_their_normal_form() {
 
 #[tokio::test]
 async fn spellings_are_configurable_and_case_is_opt_in() {
-    let origin = site().await;
+    let origin = TestOrigin::site(ROBOTS).await;
     let none = TestProxy::start(config_with(|c| {
         c.robots.equivalent_spellings = Spellings::NONE
     }))
@@ -208,41 +199,28 @@ fn https_get(port: u16, target: &str) -> Request<Empty<Bytes>> {
 }
 
 async fn status_and_body(response: http::Response<Incoming>) -> (u16, String) {
-    let status = response.status().as_u16();
-    let body = response
-        .into_body()
-        .collect()
-        .await
-        .expect("body")
-        .to_bytes();
-    (status, String::from_utf8_lossy(&body).into_owned())
+    let answer = collect(response).await.expect("a complete body");
+    (answer.status.as_u16(), answer.text())
 }
 
 #[tokio::test]
 async fn intercepted_http1_and_http2_requests_are_judged_and_forwarded_alike() {
     let ca = TestCa::new();
     let origin = tls_site(&ca).await;
-    let dir = support::temp_dir("spellings-https");
     let roots = ca.pem_file();
     let port = origin.port();
-    let config = config_with(|c| {
+    let proxy = TestProxy::start(config_with(|c| {
         c.tls.extra_roots = vec![roots];
         c.tls.connect_ports = vec![port];
-        c.tls.ca_cert = dir.join("ca.pem");
-        c.tls.ca_key = dir.join("ca.key");
-    });
-    let ca_pem = config.tls.ca_cert.clone();
-    let proxy = TestProxy::start(config).await;
+    }))
+    .await;
     let target = format!("127.0.0.1:{port}");
 
-    let tls = support::proxy::intercept(proxy.addr(), &target, "", &ca_pem, &[b"http/1.1"]).await;
-    let mut h1 = support::proxy::h1_client(tls).await;
-    let tls = support::proxy::intercept(proxy.addr(), &target, "", &ca_pem, &[b"h2"]).await;
-    let (mut h2, conn) =
-        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
-            .await
-            .expect("h2 handshake");
-    tokio::spawn(conn);
+    let ca_pem = proxy.ca_cert();
+    let tls = intercept(proxy.addr(), &target, "", ca_pem, &[b"http/1.1"]).await;
+    let mut h1 = h1_client(tls).await;
+    let tls = intercept(proxy.addr(), &target, "", ca_pem, &[b"h2"]).await;
+    let mut h2 = h2_client(tls).await;
 
     for (sent, want) in [
         ("/%70rivate/secret.html", (403, None)),

@@ -1,7 +1,8 @@
-//! One table-driven test per behaviour of the reference parser
-//! (`../shared/ROBOTS-BEHAVIOUR.md`, DESIGN.md §2). Names say the rule:
-//! `rfc_` for RFC 9309, `google_` for the reference's own tolerances, `ext_`
-//! for our deliberate additions and deviations.
+//! One table-driven test per behaviour of the robots.txt engine (parse and match): the
+//! rules of RFC 9309, the tolerances of Google's reference parser (google/robotstxt) that
+//! it reproduces, and its own additions. Names say the rule: `rfc_` for RFC 9309,
+//! `google_` for the reference's own tolerances, `ext_` for our deliberate additions and
+//! deviations.
 
 use robots_guard::robots::{RobotsTxt, RuleKind, Scope};
 

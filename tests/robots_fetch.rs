@@ -1,6 +1,8 @@
-//! robots.txt fetching and caching (DESIGN.md §3) through the public API, against real
-//! origins on loopback: one test per row of the fetch-outcome table, then lifetimes,
-//! failure handling, single flight, the LRU bound, identity, pacing and TLS.
+//! robots.txt fetching and caching through the public API (`RobotsFetcher`,
+//! `RobotsCache`), against real origins on loopback: one test per fetch outcome (2xx,
+//! redirects, 4xx, 429 and 5xx, timeouts and broken connections, TLS), then lifetimes,
+//! failure handling, single flight, the LRU bound, identity and pacing. How those
+//! outcomes decide a client's answer through the proxy is tested in `robots_outcomes.rs`.
 
 mod support;
 

@@ -1,5 +1,9 @@
 //! The local CA on disk and leaf certificates in real TLS handshakes over
-//! loopback TCP, with clients that trust only that CA.
+//! loopback TCP, with clients that trust only that CA. Keys are written to fresh
+//! directories under the target's temporary directory (`support::temp_dir`), never into
+//! the repository.
+
+mod support;
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::num::NonZeroUsize;
@@ -9,35 +13,10 @@ use std::time::Instant;
 
 use robots_guard::tls::{init_ca, CertificateAuthority, LeafMinter, TlsError};
 use rustls::pki_types::{CertificateDer, ServerName};
-use rustls::{ClientConfig, RootCertStore, ServerConfig};
+use rustls::ServerConfig;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 use x509_parser::extensions::GeneralName;
-
-/// A directory under the system temp dir, removed on drop, so no test key
-/// ever lands in the repository.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        use std::sync::atomic::{AtomicUsize, Ordering};
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let path = std::env::temp_dir().join(format!("rg-tls-{}-{tag}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&path);
-        TempDir(path)
-    }
-
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 #[cfg(unix)]
 fn mode(path: &Path) -> u32 {
@@ -49,9 +28,9 @@ fn mode(path: &Path) -> u32 {
         & 0o777
 }
 
-fn ca_on_disk(tag: &str) -> (TempDir, CertificateAuthority) {
-    let dir = TempDir::new(tag);
-    let files = init_ca(dir.path(), false).expect("init_ca");
+fn ca_on_disk(tag: &str) -> (PathBuf, CertificateAuthority) {
+    let dir = support::temp_dir(&format!("tls-{tag}"));
+    let files = init_ca(&dir, false).expect("init_ca");
     // Load it back rather than keep the generated one, so the handshakes
     // below exercise the path `serve` takes.
     let ca = CertificateAuthority::load(&files.cert, &files.key).expect("load");
@@ -63,20 +42,10 @@ fn minter(ca: CertificateAuthority) -> Arc<LeafMinter> {
     Arc::new(LeafMinter::new(ca, capacity).expect("minter"))
 }
 
-fn client_config(trusted_pem: &Path, alpn: &[&[u8]]) -> Arc<ClientConfig> {
+/// A TLS client trusting only the CA certificate in the PEM file `trusted_pem`.
+fn client_trusting(trusted_pem: &Path, alpn: &[&[u8]]) -> TlsConnector {
     let pem = std::fs::read(trusted_pem).expect("read CA");
-    let mut roots = RootCertStore::empty();
-    for cert in rustls_pemfile::certs(&mut pem.as_slice()) {
-        roots.add(cert.expect("pem")).expect("add root");
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .expect("versions")
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-    Arc::new(config)
+    support::proxy::client_tls(&pem, alpn)
 }
 
 /// What each side saw of one handshake.
@@ -92,7 +61,7 @@ struct ClientSide {
 
 async fn handshake(
     server: Arc<ServerConfig>,
-    client: Arc<ClientConfig>,
+    client: TlsConnector,
     name: ServerName<'static>,
 ) -> Outcome {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -103,7 +72,7 @@ async fn handshake(
     };
     let client_side = async move {
         let tcp = TcpStream::connect(addr).await?;
-        let tls = TlsConnector::from(client).connect(name, tcp).await?;
+        let tls = client.connect(name, tcp).await?;
         let (_, conn) = tls.get_ref();
         Ok(ClientSide {
             chain: conn
@@ -138,8 +107,8 @@ fn sans(leaf: &CertificateDer<'_>) -> Vec<String> {
 #[cfg(unix)]
 #[test]
 fn init_ca_creates_a_ca_and_a_private_key() {
-    let dir = TempDir::new("init");
-    let nested = dir.path().join("certs");
+    let dir = support::temp_dir("tls-init");
+    let nested = dir.join("certs");
     let files = init_ca(&nested, false).expect("init_ca");
     assert_eq!(files.cert, nested.join("ca.pem"));
     assert_eq!(files.key, nested.join("ca.key"));
@@ -173,11 +142,11 @@ fn init_ca_creates_a_ca_and_a_private_key() {
 fn init_ca_refuses_to_overwrite_without_force() {
     use std::os::unix::fs::PermissionsExt;
 
-    let dir = TempDir::new("force");
-    let files = init_ca(dir.path(), false).expect("first");
+    let dir = support::temp_dir("tls-force");
+    let files = init_ca(&dir, false).expect("first");
     let before = std::fs::read(&files.cert).expect("read");
 
-    let err = init_ca(dir.path(), false).expect_err("second must refuse");
+    let err = init_ca(&dir, false).expect_err("second must refuse");
     assert!(matches!(err, TlsError::Exists { ref paths } if paths.len() == 2));
     let message = err.to_string();
     assert!(message.contains("--force"), "{message}");
@@ -189,7 +158,7 @@ fn init_ca_refuses_to_overwrite_without_force() {
 
     // A loosened key file is replaced by a fresh 0600 one, not reused.
     std::fs::set_permissions(&files.key, std::fs::Permissions::from_mode(0o644)).expect("chmod");
-    init_ca(dir.path(), true).expect("force");
+    init_ca(&dir, true).expect("force");
     assert_ne!(std::fs::read(&files.cert).expect("read"), before);
     assert_eq!(mode(&files.key), 0o600);
 }
@@ -207,9 +176,9 @@ fn two_installs_have_different_ca_names() {
 
 #[test]
 fn load_or_create_creates_once_then_loads() {
-    let dir = TempDir::new("loc");
-    let cert = dir.path().join("certs/ca.pem");
-    let key = dir.path().join("certs/ca.key");
+    let dir = support::temp_dir("tls-loc");
+    let cert = dir.join("certs/ca.pem");
+    let key = dir.join("certs/ca.key");
     let (first, created) = CertificateAuthority::load_or_create(&cert, &key).expect("create");
     assert!(created);
     let (second, created) = CertificateAuthority::load_or_create(&cert, &key).expect("load");
@@ -224,16 +193,16 @@ fn load_or_create_creates_once_then_loads() {
 
 #[test]
 fn load_errors_say_what_is_wrong() {
-    let dir = TempDir::new("errors");
-    let files = init_ca(&dir.path().join("a"), false).expect("a");
-    let other = init_ca(&dir.path().join("b"), false).expect("b");
+    let dir = support::temp_dir("tls-errors");
+    let files = init_ca(&dir.join("a"), false).expect("a");
+    let other = init_ca(&dir.join("b"), false).expect("b");
 
-    let missing = dir.path().join("nope.pem");
+    let missing = dir.join("nope.pem");
     let err = CertificateAuthority::load(&missing, &files.key).expect_err("missing");
     assert!(matches!(err, TlsError::Missing { .. }), "{err}");
     assert!(err.to_string().contains("nope.pem") && err.to_string().contains("ca init"));
 
-    let garbage = dir.path().join("garbage.pem");
+    let garbage = dir.join("garbage.pem");
     std::fs::write(&garbage, "hello\n").expect("write");
     let err = CertificateAuthority::load(&garbage, &files.key).expect_err("bad pem");
     assert!(
@@ -260,7 +229,7 @@ fn load_errors_say_what_is_wrong() {
         .expect("params")
         .self_signed(&key)
         .expect("self-signed");
-    let (leaf_cert, leaf_key) = (dir.path().join("leaf.pem"), dir.path().join("leaf.key"));
+    let (leaf_cert, leaf_key) = (dir.join("leaf.pem"), dir.join("leaf.key"));
     std::fs::write(&leaf_cert, leaf.pem()).expect("write");
     std::fs::write(&leaf_key, key.serialize_pem()).expect("write");
     let err = CertificateAuthority::load(&leaf_cert, &leaf_key).expect_err("not a CA");
@@ -271,7 +240,7 @@ fn load_errors_say_what_is_wrong() {
 async fn sni_name_gets_a_leaf_the_client_verifies() {
     let (dir, ca) = ca_on_disk("sni");
     let minter = minter(ca);
-    let client = client_config(&dir.path().join("ca.pem"), &[]);
+    let client = client_trusting(&dir.join("ca.pem"), &[]);
     let name = ServerName::try_from("example.test").expect("name");
     let outcome = handshake(minter.server_config("127.0.0.1"), client, name).await;
     let client = outcome.client.expect("client handshake");
@@ -285,7 +254,7 @@ async fn sni_name_gets_a_leaf_the_client_verifies() {
 async fn ip_literal_without_sni_gets_an_ip_san() {
     let (dir, ca) = ca_on_disk("ip");
     let minter = minter(ca);
-    let client = client_config(&dir.path().join("ca.pem"), &[]);
+    let client = client_trusting(&dir.join("ca.pem"), &[]);
     // rustls sends no SNI for an IP address, so the fallback host is used.
     let name = ServerName::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST).into());
     let outcome = handshake(minter.server_config("127.0.0.1"), client, name).await;
@@ -298,17 +267,17 @@ async fn ip_literal_without_sni_gets_an_ip_san() {
 async fn alpn_prefers_h2() {
     let (dir, ca) = ca_on_disk("alpn");
     let minter = minter(ca);
-    let pem = dir.path().join("ca.pem");
+    let pem = dir.join("ca.pem");
     let name = ServerName::try_from("example.test").expect("name");
 
-    let client = client_config(&pem, &[b"http/1.1", b"h2"]);
+    let client = client_trusting(&pem, &[b"http/1.1", b"h2"]);
     let outcome = handshake(minter.server_config("example.test"), client, name.clone()).await;
     assert_eq!(
         outcome.client.expect("client").alpn.as_deref(),
         Some(&b"h2"[..])
     );
 
-    let client = client_config(&pem, &[b"http/1.1"]);
+    let client = client_trusting(&pem, &[b"http/1.1"]);
     let outcome = handshake(minter.server_config("example.test"), client, name).await;
     assert_eq!(
         outcome.client.expect("client").alpn.as_deref(),
@@ -321,7 +290,7 @@ async fn client_that_does_not_trust_the_ca_fails() {
     let (_dir, ca) = ca_on_disk("trusted");
     let (other_dir, _) = ca_on_disk("untrusted");
     let minter = minter(ca);
-    let client = client_config(&other_dir.path().join("ca.pem"), &[]);
+    let client = client_trusting(&other_dir.join("ca.pem"), &[]);
     let name = ServerName::try_from("example.test").expect("name");
     let outcome = handshake(minter.server_config("example.test"), client, name).await;
     let err = outcome.client.err().expect("client must reject the leaf");
@@ -333,7 +302,7 @@ async fn client_that_does_not_trust_the_ca_fails() {
 async fn unusable_fallback_host_fails_the_handshake_only() {
     let (dir, ca) = ca_on_disk("badhost");
     let minter = minter(ca);
-    let client = client_config(&dir.path().join("ca.pem"), &[]);
+    let client = client_trusting(&dir.join("ca.pem"), &[]);
     let name = ServerName::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST).into());
     let outcome = handshake(minter.server_config("not a host!"), client, name).await;
     assert!(outcome.client.is_err());
@@ -345,10 +314,10 @@ async fn unusable_fallback_host_fails_the_handshake_only() {
 async fn second_handshake_for_a_host_reuses_the_leaf() {
     let (dir, ca) = ca_on_disk("reuse");
     let minter = minter(ca);
-    let pem = dir.path().join("ca.pem");
+    let pem = dir.join("ca.pem");
     let name = ServerName::try_from("example.test").expect("name");
     for _ in 0..2 {
-        let client = client_config(&pem, &[]);
+        let client = client_trusting(&pem, &[]);
         let outcome = handshake(minter.server_config("127.0.0.1"), client, name.clone()).await;
         outcome.client.expect("client");
     }

@@ -1,7 +1,8 @@
 //! Helpers shared by the integration tests: a scripted origin server ([`origin`]), the
 //! real proxy and clients that talk through it ([`proxy`]), bodies generated on the fly
-//! ([`body`]), and ready-made settings, clients and caches that talk to origins over
-//! loopback.
+//! ([`body`]), the test identity and a robots.txt for test sites ([`TEST_USER_AGENT`],
+//! [`ROBOTS`], ...), and ready-made settings, clients and caches that talk to origins
+//! over loopback.
 //!
 //! Every test binary compiles this module on its own and uses a different part of it,
 //! hence the module-wide `dead_code` allowance.
@@ -39,8 +40,16 @@ pub fn run_cli<S: AsRef<std::ffi::OsStr>>(
 /// The `User-Agent` the test settings send.
 pub const TEST_USER_AGENT: &str = "robots-guard-test/1.0";
 
+/// The product token of [`TEST_USER_AGENT`]: the agent robots.txt groups are matched
+/// against.
+pub const TEST_AGENT: &str = "robots-guard-test";
+
 /// The `From` the test settings send.
 pub const TEST_FROM: &str = "tests@example.invalid";
+
+/// A robots.txt with its `Disallow: /private` on line 3 (after a comment), for
+/// [`origin::TestOrigin::site`].
+pub const ROBOTS: &str = "# test rules\nUser-agent: *\nDisallow: /private\n";
 
 /// [`FetchSettings`] from the default [`Config`], with a test identity and durations
 /// short enough for tests: `fetch_timeout` 2 s, `min_ttl` 10 ms, `failure_ttl` 100 ms

@@ -6,6 +6,8 @@
 //! misbehave on purpose: [`Reply::Raw`] writes bytes verbatim (broken chunking, a body
 //! shorter than its `Content-Length`, ...) and closes the connection; [`Reply::Reset`]
 //! closes it without answering. A handler delays by sleeping before it returns.
+//! Ready-made scripts: [`TestOrigin::serving`] (one answer for every path) and
+//! [`TestOrigin::site`] / [`TestOrigin::site_with`] (a robots.txt and `ok <path>`).
 //!
 //! ```ignore
 //! let origin = TestOrigin::start(|req| async move {
@@ -187,6 +189,28 @@ impl TestOrigin {
     /// An origin that answers every path with `status` and `body`.
     pub async fn serving(status: u16, body: &'static str) -> TestOrigin {
         TestOrigin::start(move |_| async move { Reply::text(status, body) }).await
+    }
+
+    /// A site: `robots` at `/robots.txt` and `ok <path?query>` (text, 200) everywhere
+    /// else.
+    pub async fn site(robots: &'static str) -> TestOrigin {
+        TestOrigin::site_with(move || Reply::text(200, robots)).await
+    }
+
+    /// A site whose `/robots.txt` is answered with `robots()` and every other path with
+    /// `ok <path?query>` (text, 200).
+    pub async fn site_with<F>(robots: F) -> TestOrigin
+    where
+        F: Fn() -> Reply + Send + Sync + 'static,
+    {
+        TestOrigin::start(move |req| {
+            let reply = match req.uri().path() {
+                "/robots.txt" => robots(),
+                _ => Reply::text(200, format!("ok {}", req.uri())),
+            };
+            async move { reply }
+        })
+        .await
     }
 
     async fn spawn<F, Fut>(handler: F, tls: Option<TlsAcceptor>) -> TestOrigin

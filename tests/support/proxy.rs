@@ -1,7 +1,8 @@
-//! The real proxy on `127.0.0.1:0` ([`TestProxy`]) and clients that talk to it: hyper's
-//! HTTP/1.1 client over a TCP connection to the proxy, sending absolute-form URIs
-//! ([`ProxyConn`], [`get`], [`send`]), and a raw socket for requests hyper would not
-//! write ([`raw`]).
+//! The real proxy on `127.0.0.1:0` ([`TestProxy`], optionally with its admin listener)
+//! and clients that talk to it: hyper's HTTP/1.1 client over a TCP connection to the
+//! proxy, sending absolute-form URIs ([`ProxyConn`], [`get`], [`send`]), a raw socket for
+//! requests hyper would not write ([`raw`]), and CONNECT tunnels with TLS through the
+//! proxy's CA ([`connect_head`], [`intercept`]).
 //!
 //! ```ignore
 //! let origin = TestOrigin::serving(200, "hello\n").await;
@@ -12,6 +13,7 @@
 
 use std::net::SocketAddr;
 use std::num::{NonZeroU32, NonZeroUsize};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,6 +23,7 @@ use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
+use robots_guard::admin::AdminServer;
 use robots_guard::config::Config;
 use robots_guard::proxy::{Live, Server};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -66,10 +69,13 @@ pub fn config_with(f: impl FnOnce(&mut Config)) -> Config {
     config
 }
 
-/// A proxy running in a task of the test's runtime; aborted when dropped.
+/// A proxy running in a task of the test's runtime (with its admin listener, if started
+/// by [`TestProxy::start_with_admin`]); aborted when dropped.
 pub struct TestProxy {
     addr: SocketAddr,
     live: Live,
+    ca_cert: PathBuf,
+    admin: Option<(SocketAddr, JoinHandle<()>)>,
     stop: Option<oneshot::Sender<()>>,
     run: Option<JoinHandle<()>>,
 }
@@ -79,6 +85,26 @@ impl TestProxy {
     /// [`TestProxy::shutdown`] or drop.
     pub async fn start(config: Config) -> TestProxy {
         let server = Server::bind(&config).await.expect("bind the proxy");
+        TestProxy::spawn(server, &config, None)
+    }
+
+    /// [`TestProxy::start`], plus the admin listener on `config.admin.listen` (which
+    /// should be `127.0.0.1:0`), following reloads as `serve`'s does.
+    pub async fn start_with_admin(config: Config) -> TestProxy {
+        let server = Server::bind(&config).await.expect("bind the proxy");
+        let admin = AdminServer::bind(config.admin.listen, server.live())
+            .await
+            .expect("bind the admin listener");
+        let admin_addr = admin.local_addr();
+        let admin = (admin_addr, tokio::spawn(admin.run()));
+        TestProxy::spawn(server, &config, Some(admin))
+    }
+
+    fn spawn(
+        server: Server,
+        config: &Config,
+        admin: Option<(SocketAddr, JoinHandle<()>)>,
+    ) -> TestProxy {
         let addr = server.local_addr();
         let live = server.live();
         let (stop, stopped) = oneshot::channel::<()>();
@@ -91,6 +117,8 @@ impl TestProxy {
         TestProxy {
             addr,
             live,
+            ca_cert: config.tls.ca_cert.clone(),
+            admin,
             stop: Some(stop),
             run: Some(run),
         }
@@ -99,6 +127,28 @@ impl TestProxy {
     /// The proxy's address.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The admin listener's address.
+    ///
+    /// # Panics
+    ///
+    /// If the proxy was not started by [`TestProxy::start_with_admin`].
+    pub fn admin_addr(&self) -> SocketAddr {
+        self.admin
+            .as_ref()
+            .map(|(addr, _)| *addr)
+            .expect("started with start_with_admin")
+    }
+
+    /// The proxy's live settings and services, and its reload (what SIGHUP does).
+    pub fn live(&self) -> &Live {
+        &self.live
+    }
+
+    /// The proxy's interception CA certificate (PEM), created at start in intercept mode.
+    pub fn ca_cert(&self) -> &Path {
+        &self.ca_cert
     }
 
     /// The name this proxy puts in `Via`.
@@ -120,6 +170,9 @@ impl Drop for TestProxy {
     fn drop(&mut self) {
         if let Some(run) = &self.run {
             run.abort();
+        }
+        if let Some((_, admin)) = &self.admin {
+            admin.abort();
         }
     }
 }
@@ -174,6 +227,13 @@ pub fn get_request(url: &str) -> Request<ReplyBody> {
     request("GET", url, empty())
 }
 
+/// A `GET` of absolute `url` with a `Host` naming the target and no `User-Agent`.
+pub fn anonymous_get_request(url: &str) -> Request<ReplyBody> {
+    let mut request = get_request(url);
+    request.headers_mut().remove(http::header::USER_AGENT);
+    request
+}
+
 /// A request of `method` for absolute `url` with `body`, the test `User-Agent` and a
 /// `Host` naming the target.
 pub fn request(method: &str, url: &str, body: ReplyBody) -> Request<ReplyBody> {
@@ -200,7 +260,17 @@ impl ProxyConn {
         let stream = TcpStream::connect(proxy)
             .await
             .expect("connect to the proxy");
-        let (sender, connection) = http1::handshake(TokioIo::new(stream))
+        ProxyConn::over(stream).await
+    }
+
+    /// An HTTP/1.1 client connection over `io`: a TCP connection to the proxy, or an
+    /// intercepted tunnel's TLS stream (see [`intercept`]), where requests are in
+    /// origin form.
+    pub async fn over<S>(io: S) -> ProxyConn
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let (sender, connection) = http1::handshake(TokioIo::new(io))
             .await
             .expect("HTTP/1.1 handshake");
         let driver = tokio::spawn(async move {
@@ -228,6 +298,17 @@ impl ProxyConn {
         tokio::time::timeout(ANSWER_TIMEOUT, exchange)
             .await
             .expect("an answer in time")
+    }
+
+    /// Sends `request` and reads the whole answer, or hyper's error if the connection
+    /// or the body breaks off (a request cut by a shutdown, say).
+    ///
+    /// # Errors
+    ///
+    /// hyper's error when the exchange fails.
+    pub async fn try_fetch(&mut self, request: Request<ReplyBody>) -> hyper::Result<Answer> {
+        let response = self.send(request).await?;
+        collect(response).await
     }
 
     /// Whether the connection is closed (hyper saw it end).
@@ -269,16 +350,26 @@ pub async fn get(proxy: SocketAddr, url: &str) -> Answer {
 
 /// Writes `bytes` to a new connection to the proxy and returns everything it answers until
 /// it closes the connection (send `Connection: close` to make it), as lossy text.
+///
+/// Writing runs apart from reading and its errors are ignored: the proxy may answer and
+/// close before it has read all of an oversize head, and that is fine. The write side is
+/// kept open until the answer is read, since a half-close could end the exchange early.
 pub async fn raw(proxy: SocketAddr, bytes: &[u8]) -> String {
     let exchange = async {
-        let mut stream = TcpStream::connect(proxy)
+        let stream = TcpStream::connect(proxy)
             .await
             .expect("connect to the proxy");
-        stream.write_all(bytes).await.expect("write the request");
+        let (mut reader, mut writer) = stream.into_split();
+        let bytes = bytes.to_vec();
+        let write = tokio::spawn(async move {
+            let _ = writer.write_all(&bytes).await;
+            writer
+        });
         let mut answer = Vec::new();
         // A reset after the answer (the proxy closing with unread input) still leaves the
         // answer read so far.
-        let _ = stream.read_to_end(&mut answer).await;
+        let _ = reader.read_to_end(&mut answer).await;
+        drop(write.await);
         String::from_utf8_lossy(&answer).into_owned()
     };
     tokio::time::timeout(ANSWER_TIMEOUT, exchange)
@@ -391,6 +482,22 @@ where
     let (sender, conn) = http1::handshake(TokioIo::new(io))
         .await
         .expect("h1 handshake");
+    tokio::spawn(conn);
+    sender
+}
+
+/// An HTTP/2 client over `io` (an intercepted tunnel's TLS stream that negotiated `h2`),
+/// its connection driven by a task.
+pub async fn h2_client<S>(io: S) -> hyper::client::conn::http2::SendRequest<Empty<Bytes>>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (sender, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        TokioIo::new(io),
+    )
+    .await
+    .expect("h2 handshake");
     tokio::spawn(conn);
     sender
 }
