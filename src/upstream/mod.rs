@@ -7,9 +7,6 @@
 //! off.
 
 pub mod plain;
-#[cfg(target_os = "linux")]
-pub mod send_batch;
-mod spent_wake;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

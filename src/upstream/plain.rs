@@ -40,7 +40,6 @@ use hyper::client::conn::http1::{self, SendRequest};
 use tokio::time::Instant;
 use tower_service::Service;
 
-use super::spent_wake::{Relayed, WakeRelay};
 use super::{BoxError, Connector, ProxyBody};
 
 /// Idle connections kept per origin (the hyper-util pools use it too).
@@ -110,7 +109,6 @@ type PoolKey = Arc<str>;
 
 struct IdleConnection {
     sender: SendRequest<ProxyBody>,
-    relay: Arc<WakeRelay>,
     since: Instant,
 }
 
@@ -154,7 +152,6 @@ impl PlainPool {
             let (authority, idle) = self.checkout(written);
             let Some(IdleConnection {
                 mut sender,
-                relay,
                 since: idle_since,
             }) = idle
             else {
@@ -166,7 +163,7 @@ impl PlainPool {
                 None
             };
             match sender.try_send_request(request).await {
-                Ok(response) => return Ok(self.hand_back_after(response, authority, sender, relay)),
+                Ok(response) => return Ok(self.hand_back_after(response, authority, sender)),
                 Err(mut failed) => match (failed.take_message(), replay) {
                     // Never written: the origin closed this idle connection
                     // as it was taken. Sending again cannot repeat anything.
@@ -185,12 +182,12 @@ impl PlainPool {
         // Boxed: opening a connection is the rare path, and its future
         // (connector, handshake) would otherwise make every request's
         // future, which hyper moves into place, about 0.9 KiB larger.
-        let (mut sender, relay) = Box::pin(self.connect(target)).await?;
+        let mut sender = Box::pin(self.connect(target)).await?;
         let response = sender
             .send_request(request)
             .await
             .map_err(PlainError::Exchange)?;
-        Ok(self.hand_back_after(response, authority, sender, relay))
+        Ok(self.hand_back_after(response, authority, sender))
     }
 
     /// The pool's key for `authority` (the map's own, when it has a list),
@@ -216,37 +213,23 @@ impl PlainPool {
         (key, None)
     }
 
-    /// Opens a connection to the origin of `target` and starts driving it
-    /// through a [`WakeRelay`], which its response bodies hold.
-    async fn connect(
-        &self,
-        target: Uri,
-    ) -> Result<(SendRequest<ProxyBody>, Arc<WakeRelay>), PlainError> {
+    /// Opens a connection to the origin of `target` and starts driving it.
+    async fn connect(&self, target: Uri) -> Result<SendRequest<ProxyBody>, PlainError> {
         let mut connector = self.shared.connector.clone();
         std::future::poll_fn(|cx| connector.poll_ready(cx))
             .await
             .map_err(PlainError::Connect)?;
         let io = connector.call(target).await.map_err(PlainError::Connect)?;
-        #[cfg(target_os = "linux")]
-        let io = {
-            use std::os::fd::AsRawFd;
-            let fd = match &io {
-                hyper_rustls::MaybeHttpsStream::Http(tcp) => Some(tcp.inner().as_raw_fd()),
-                hyper_rustls::MaybeHttpsStream::Https(_) => None,
-            };
-            super::send_batch::BatchedIo::new(io, fd)
-        };
         let (sender, connection) = http1::Builder::new()
             .handshake(io)
             .await
             .map_err(|e| PlainError::Connect(e.into()))?;
-        let (connection, relay) = Relayed::new(connection);
         tokio::spawn(async move {
             if let Err(error) = connection.await {
                 tracing::debug!(%error, "upstream connection ended with an error");
             }
         });
-        Ok((sender, relay))
+        Ok(sender)
     }
 
     fn hand_back_after(
@@ -254,13 +237,11 @@ impl PlainPool {
         response: Response<Incoming>,
         authority: PoolKey,
         sender: SendRequest<ProxyBody>,
-        relay: Arc<WakeRelay>,
     ) -> Response<PooledBody> {
         let give_back = GiveBack {
             pool: self.shared.clone(),
             authority,
             sender,
-            relay,
         };
         response.map(|body| PooledBody {
             body,
@@ -287,12 +268,7 @@ impl Shared {
     }
 
     /// Puts a connection whose exchange ended back in the pool.
-    fn check_in(
-        self: &Arc<Self>,
-        authority: PoolKey,
-        sender: SendRequest<ProxyBody>,
-        relay: Arc<WakeRelay>,
-    ) {
+    fn check_in(self: &Arc<Self>, authority: PoolKey, sender: SendRequest<ProxyBody>) {
         if sender.is_closed() {
             return;
         }
@@ -302,11 +278,7 @@ impl Shared {
         if list.len() >= MAX_IDLE_PER_ORIGIN {
             list.remove(0);
         }
-        list.push(IdleConnection {
-            sender,
-            relay,
-            since,
-        });
+        list.push(IdleConnection { sender, since });
         let start_reaper = if idle.reaping {
             None
         } else {
@@ -443,7 +415,6 @@ struct GiveBack {
     pool: Arc<Shared>,
     authority: PoolKey,
     sender: SendRequest<ProxyBody>,
-    relay: Arc<WakeRelay>,
 }
 
 impl std::fmt::Debug for PooledBody {
@@ -461,10 +432,9 @@ impl PooledBody {
             pool,
             authority,
             sender,
-            relay,
         }) = self.give_back.take()
         {
-            pool.check_in(authority, sender, relay);
+            pool.check_in(authority, sender);
         }
     }
 }
@@ -478,13 +448,7 @@ impl Body for PooledBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
         let this = &mut *self;
-        let body = Pin::new(&mut this.body);
-        let frame = std::task::ready!(match &this.give_back {
-            // Taking the last bytes wakes the connection's task for nothing
-            // (see `spent_wake`); any other wake-up is passed on.
-            Some(GiveBack { relay, .. }) => relay.poll_body(body, cx),
-            None => body.poll_frame(cx),
-        });
+        let frame = std::task::ready!(Pin::new(&mut this.body).poll_frame(cx));
         match &frame {
             None => {
                 this.ended = true;
@@ -675,41 +639,6 @@ mod tests {
         assert_eq!(pool.idle_count(&authority(origin.port)), 0);
         assert_eq!(fetch(&pool, origin.port).await, 1 << 20);
         assert_eq!(origin.accepted.load(Ordering::SeqCst), 2);
-    }
-
-    #[tokio::test]
-    async fn taking_the_last_bytes_of_an_answer_does_not_wake_its_connection() {
-        let origin = origin(600, Ending::KeepAlive);
-        let pool = pool(Duration::from_secs(30));
-        assert_eq!(fetch(&pool, origin.port).await, 600);
-        for _ in 0..3 {
-            let response = pool
-                .request(get(origin.port, "/page"))
-                .await
-                .expect("response");
-            let mut body = response.into_body();
-            let mut read = 0;
-            loop {
-                // Polled by hand: within one poll, only the body's own
-                // channel can wake the connection on this thread.
-                let (frame, woken_by_the_poll) = std::future::poll_fn(|cx| {
-                    let relay = Arc::clone(&body.give_back.as_ref().expect("on loan").relay);
-                    let before = relay.passed.load(Ordering::SeqCst);
-                    let polled = Pin::new(&mut body).poll_frame(cx);
-                    let after = relay.passed.load(Ordering::SeqCst);
-                    polled.map(|frame| (frame, after - before))
-                })
-                .await;
-                let frame = frame.expect("frame").expect("data");
-                read += frame.data_ref().map_or(0, Bytes::len);
-                if body.is_end_stream() {
-                    assert_eq!(woken_by_the_poll, 0, "the last chunk woke the connection");
-                    break;
-                }
-            }
-            assert_eq!(read, 600);
-        }
-        assert_eq!(origin.accepted.load(Ordering::SeqCst), 1);
     }
 
     #[tokio::test]
