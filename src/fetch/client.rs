@@ -16,7 +16,7 @@ use super::ttl::{freshness_lifetime, retry_after};
 use super::{FetchSettings, RobotsFile, Validators};
 use crate::origin::Origin;
 use crate::policy::Pacer;
-use crate::upstream::{empty_body, ProxyBody, UpstreamBody, UpstreamFailure, UpstreamPools};
+use crate::upstream::{empty_body, ProxyBody, UpstreamBody, UpstreamError, UpstreamPools};
 
 /// What one fetch of an origin's robots.txt came to. Each variant is a row of the table
 /// in the [module docs](super).
@@ -161,9 +161,9 @@ impl RobotsFetcher {
         let conditional = validators.filter(|v| !v.is_empty());
         let mut hops = 0;
         loop {
-            let response = match self.client.request(self.request(&uri, conditional)).await {
+            let response = match self.client.send(self.request(&uri, conditional)).await {
                 Ok(response) => response,
-                Err(e) => return failure(&uri, &*e),
+                Err(e) => return failure(&uri, &e),
             };
             let status = response.status();
             let headers = response.headers();
@@ -236,7 +236,7 @@ impl RobotsFetcher {
         while let Some(frame) = body.frame().await {
             let frame = match frame {
                 Ok(frame) => frame,
-                Err(e) => return failure(uri, &*e),
+                Err(e) => return failure(uri, &UpstreamError::Protocol(e)),
             };
             let Ok(data) = frame.into_data() else {
                 continue; // trailers
@@ -309,14 +309,14 @@ fn validators_of(headers: &HeaderMap) -> Validators {
     }
 }
 
-/// An error of the client or of the body: a certificate failure, or "unreachable".
-fn failure(uri: &Uri, error: &(dyn std::error::Error + 'static)) -> FetchOutcome {
-    match UpstreamFailure::classify(error) {
-        failure @ UpstreamFailure::Certificate(_) => FetchOutcome::Certificate {
-            reason: format!("{uri}: {}", failure.describe()),
+/// An error of the exchange or of the body: a certificate failure, or "unreachable".
+fn failure(uri: &Uri, error: &UpstreamError) -> FetchOutcome {
+    match error {
+        UpstreamError::Certificate { .. } => FetchOutcome::Certificate {
+            reason: format!("{uri}: {error}"),
         },
-        failure => FetchOutcome::Unreachable {
-            reason: format!("{uri}: {}", failure.describe()),
+        _ => FetchOutcome::Unreachable {
+            reason: format!("{uri}: {error}"),
             retry_after: None,
         },
     }

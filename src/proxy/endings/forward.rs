@@ -19,7 +19,7 @@ use super::super::response::{Answer, Refusal};
 use super::upgrade;
 use crate::origin::Origin;
 use crate::policy::PacePermit;
-use crate::upstream::{BoxError, ClientBodyError, ProxyBody, UpstreamError};
+use crate::upstream::{BoxError, ProxyBody, UpstreamError};
 
 /// Forwards the request and relays the answer.
 pub(super) async fn forward(
@@ -30,8 +30,7 @@ pub(super) async fn forward(
 ) -> Result<Response<ProxyBody>, Refusal> {
     let upgrade = wants_upgrade(&request);
     let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut request));
-    let mut request =
-        request.map(|body| body.map_err(|e| BoxError::from(ClientBodyError(e))).boxed());
+    let mut request = request.map(|body| body.map_err(BoxError::from).boxed());
     prepare_request(&mut request, origin, &ex.services.via, upgrade);
     let pools = &ex.services.upstream;
     let started = Instant::now();
@@ -81,6 +80,11 @@ fn answered<B>(
         }
         .into()),
         Ok(Err(error)) => Err(match error {
+            // As `proxy.upstream_connect_timeout` promises, and as a tunnel
+            // answers the same failure.
+            UpstreamError::ConnectTimeout { waited, .. } => {
+                Answer::UpstreamTimeout { origin, waited }
+            }
             UpstreamError::Certificate { reason } => Answer::UpstreamCertificate {
                 origin,
                 problem: reason,
