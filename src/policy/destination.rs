@@ -4,20 +4,17 @@
 //! metadata (`169.254.169.254`), link-local and, for a company, internal
 //! ranges. Names are checked *after* DNS resolution, because a public name
 //! can resolve to a private address; the same filtered answer feeds the
-//! pipeline's early check and the connector's resolver, so a rebinding DNS
-//! server cannot slip a denied address in between (denied addresses are
-//! removed again at connect time). Answers are cached briefly so the check
+//! pipeline's early check and [`DestinationPolicy::connect`], through which
+//! the upstream pools and tunnels connect, so a rebinding DNS server cannot
+//! slip a denied address in between (denied addresses are removed again at
+//! connect time). Answers are cached briefly so the check
 //! does not add a lookup per request.
 
-use std::future::Future;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::num::NonZeroUsize;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use hyper_util::client::legacy::connect::dns::Name;
 use ipnet::IpNet;
 use lru::LruCache;
 use tokio::time::Instant;
@@ -258,32 +255,6 @@ impl DestinationPolicy {
     fn lock(&self) -> std::sync::MutexGuard<'_, LruCache<String, CachedAnswer>> {
         // A poisoned cache holds only lookup answers; keep using it.
         self.cache.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-/// The resolver the upstream connector uses: DNS through the policy, so
-/// denied addresses are never connected to.
-#[derive(Clone, Debug)]
-pub struct FilteringResolver(pub Arc<DestinationPolicy>);
-
-impl tower_service::Service<Name> for FilteringResolver {
-    type Response = std::vec::IntoIter<SocketAddr>;
-    type Error = DestinationError;
-    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, DestinationError>> + Send>>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), DestinationError>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, name: Name) -> Self::Future {
-        let policy = self.0.clone();
-        Box::pin(async move {
-            let addresses = policy.resolve(name.as_str()).await?;
-            // The connector fills in the port.
-            let addrs: Vec<SocketAddr> =
-                addresses.iter().map(|ip| SocketAddr::new(*ip, 0)).collect();
-            Ok(addrs.into_iter())
-        })
     }
 }
 

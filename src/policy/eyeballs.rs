@@ -8,9 +8,7 @@
 //! after [`ATTEMPT_DELAY`] without an answer, while the earlier attempts go
 //! on; the first connection made wins and the others are dropped. The
 //! address families alternate, starting with the resolver's first choice
-//! (RFC 8305 §4). Tunnels connect through this; plain-http origins go
-//! through hyper-util's connector, which races only the two families and
-//! tries the addresses of one family in turn.
+//! (RFC 8305 §4). Tunnels and the upstream pools connect through this.
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
