@@ -358,6 +358,29 @@ impl Pool {
             .get(&KeyRef { scheme, authority })
             .map_or(0, |held| held.http1.len())
     }
+
+    /// Whether `scheme://authority` has a shared HTTP/2 connection.
+    #[cfg(test)]
+    pub(super) fn has_http2(&self, scheme: Scheme, authority: &str) -> bool {
+        self.shared
+            .lock()
+            .by_origin
+            .get(&KeyRef { scheme, authority })
+            .is_some_and(|held| held.http2.is_some())
+    }
+
+    /// Connections held in all.
+    #[cfg(test)]
+    pub(super) fn held(&self) -> usize {
+        let held = self.shared.lock();
+        let counted: usize = held
+            .by_origin
+            .values()
+            .map(|h| h.http1.len() + usize::from(h.http2.is_some()))
+            .sum();
+        assert_eq!(counted, held.ages.len(), "every held connection is aged");
+        counted
+    }
 }
 
 impl Shared {
@@ -427,5 +450,86 @@ impl Drop for ReaperGuard {
                 pool.lock().reaping = false;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An HTTP/1.1 sender over an in-memory pipe, and the task driving its
+    /// connection (it ends when the pool drops the sender).
+    async fn new_sender() -> (Http1Sender, tokio::task::JoinHandle<()>) {
+        let (ours, theirs) = tokio::io::duplex(64);
+        let (mut sender, connection) = http1::handshake(hyper_util::rt::TokioIo::new(ours))
+            .await
+            .expect("handshake");
+        let task = tokio::spawn(async move {
+            let _ = connection.await;
+            drop(theirs);
+        });
+        sender.ready().await.expect("ready for a request");
+        (sender, task)
+    }
+
+    fn authority(i: usize) -> String {
+        format!("origin-{i}.test")
+    }
+
+    #[tokio::test]
+    async fn at_most_max_idle_per_worker_are_held_the_oldest_closed_first() {
+        let pool = Pool::new(Duration::from_secs(30));
+        let extra = 10;
+        let mut tasks = Vec::new();
+        for i in 0..MAX_IDLE_PER_WORKER + extra {
+            let (sender, task) = new_sender().await;
+            pool.check_in_http1(PoolKey::new(Scheme::Http, &authority(i)), sender);
+            tasks.push(task);
+        }
+        assert_eq!(pool.held(), MAX_IDLE_PER_WORKER);
+        for i in 0..extra {
+            assert_eq!(pool.idle_count(Scheme::Http, &authority(i)), 0, "{i}");
+        }
+        for i in extra..MAX_IDLE_PER_WORKER + extra {
+            assert_eq!(pool.idle_count(Scheme::Http, &authority(i)), 1, "{i}");
+        }
+        // Dropped from the pool means closed: their connections' tasks end.
+        for task in tasks.drain(..extra) {
+            tokio::time::timeout(Duration::from_secs(5), task)
+                .await
+                .expect("the dropped connection closes")
+                .expect("task");
+        }
+        assert!(tasks.iter().all(|task| !task.is_finished()));
+
+        // A connection taken and given back is the newest again: the next
+        // one over the cap is the oldest of the others.
+        let taken = authority(extra);
+        let Checkout::Http1 { key, sender, .. } = pool.checkout(Scheme::Http, &taken) else {
+            panic!("an idle connection for {taken}");
+        };
+        assert_eq!(pool.held(), MAX_IDLE_PER_WORKER - 1);
+        pool.check_in_http1(key, sender);
+        let (sender, _task) = new_sender().await;
+        pool.check_in_http1(PoolKey::new(Scheme::Http, "one-more.test"), sender);
+        assert_eq!(pool.held(), MAX_IDLE_PER_WORKER);
+        assert_eq!(pool.idle_count(Scheme::Http, &taken), 1);
+        assert_eq!(pool.idle_count(Scheme::Http, &authority(extra + 1)), 0);
+    }
+
+    #[tokio::test]
+    async fn the_scheme_is_part_of_the_key() {
+        let pool = Pool::new(Duration::from_secs(30));
+        let (sender, _task) = new_sender().await;
+        pool.check_in_http1(PoolKey::new(Scheme::Https, "example.test"), sender);
+        assert!(matches!(
+            pool.checkout(Scheme::Http, "example.test"),
+            Checkout::Nothing { .. }
+        ));
+        assert!(matches!(
+            pool.checkout(Scheme::Https, "example.test"),
+            Checkout::Http1 { .. }
+        ));
+        assert_eq!(pool.held(), 0);
     }
 }

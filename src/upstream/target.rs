@@ -111,3 +111,38 @@ fn not_absolute(uri: &Uri) -> UpstreamError {
         uri: uri.to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(uri: &str) -> Target {
+        Target::of(&uri.parse().expect("uri")).expect("target")
+    }
+
+    #[test]
+    fn both_forms_and_the_host_field_come_from_the_uri() {
+        let t = target("http://example.com:8080/a/b?q=1");
+        assert_eq!(t.origin_form(), "/a/b?q=1");
+        assert_eq!(t.absolute(), "http://example.com:8080/a/b?q=1");
+        assert_eq!(t.host_field().expect("host"), "example.com:8080");
+        assert_eq!((t.authority(), t.port()), ("example.com:8080", 8080));
+
+        let t = target("https://example.com:443");
+        assert_eq!(t.origin_form(), "/");
+        assert_eq!(t.host_field().expect("host"), "example.com");
+        assert_eq!(t.port(), 443);
+
+        let t = target("https://[::1]:8443/x");
+        assert_eq!((t.host(), t.server_name()), ("[::1]", "::1"));
+        assert_eq!(t.host_field().expect("host"), "[::1]:8443");
+    }
+
+    #[test]
+    fn only_absolute_http_and_https_uris_are_targets() {
+        for uri in ["/path", "ftp://example.com/f", "*"] {
+            let error = Target::of(&uri.parse().expect("uri")).expect_err(uri);
+            assert!(matches!(error, UpstreamError::Target { .. }), "{uri}");
+        }
+    }
+}

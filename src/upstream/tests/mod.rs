@@ -1,5 +1,8 @@
-//! The pools against real origins on loopback: blocking servers on their
-//! own threads, so they answer while a test's runtime is blocked.
+//! The pools against real origins on loopback: plain-http ones here
+//! (blocking servers on their own threads, so they answer while a test's
+//! runtime is blocked), TLS ones in [`tls`].
+
+mod tls;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -307,4 +310,23 @@ async fn a_refused_connection_is_tagged_connect() {
         other => panic!("expected Connect, got {other:?}"),
     }
     assert!(error.to_string().contains("refused"), "{error}");
+}
+
+#[tokio::test]
+async fn a_denied_destination_is_tagged_denied_and_never_connected_to() {
+    let origin = origin(10, Ending::KeepAlive);
+    let destinations = Arc::new(DestinationPolicy::new(
+        vec!["127.0.0.0/8".parse().expect("net")],
+        Duration::from_secs(1),
+        NonZeroUsize::MIN,
+    ));
+    let pools = UpstreamPools::build(
+        &settings(Duration::from_secs(30)),
+        destinations,
+        NonZeroUsize::MIN,
+    )
+    .expect("pools");
+    let error = pools.send(get(origin.port, "/")).await.expect_err("denied");
+    assert!(matches!(error, UpstreamError::Denied { .. }), "{error:?}");
+    assert_eq!(origin.accepted.load(Ordering::SeqCst), 0);
 }
