@@ -60,7 +60,7 @@ listen = "127.0.0.1:$ADMIN_PORT"
 ca_cert = "$WORK/certs/ca.pem"
 ca_key = "$WORK/certs/ca.key"
 extra_roots = ["$WORK/origin-ca.pem"]
-connect_ports = [443, $TLS_PORT]
+connect_ports = [443, $TLS_PORT, $ORIGIN_PORT]
 TOML
 "$BIN" serve --config "$WORK/config.toml" > "$WORK/proxy.log" 2>&1 &
 PROXY_PID=$!
@@ -147,6 +147,28 @@ PY
 check "requests https allowed (REQUESTS_CA_BUNDLE)" "200 -" "$(pys "$SECURE/req")"
 check "requests https disallowed" "403 robots-disallow" "$(pys "$SECURE/private/req")"
 
+# Node's undici: its ProxyAgent tunnels every request through CONNECT, http://
+# ones included, and the tunnel's first bytes tell the proxy what to do.
+NODE_DIR=${CARGO_TARGET_DIR:-target}/e2e-node
+undici() { # url -> "status reason body"
+  NODE_PATH=$NODE_DIR/node_modules PROXY=$PROXY CA=$CA node - "$1" <<'JS'
+const { ProxyAgent, fetch } = require('undici');
+const fs = require('fs');
+const agent = new ProxyAgent({ uri: process.env.PROXY, requestTls: { ca: fs.readFileSync(process.env.CA) } });
+fetch(process.argv[2], { dispatcher: agent, headers: { 'user-agent': 'UndiciBot/1.0' } })
+  .then(async (r) => console.log(r.status, r.headers.get('x-robots-guard-reason') || '-', (await r.text()).trim().split('\n')[0]))
+  .catch((e) => console.log('error', e.cause ? e.cause.code || e.cause.message : e.message));
+JS
+}
+if [[ ! -d $NODE_DIR/node_modules/undici ]]; then
+  check "undici is installed (npm install --prefix $NODE_DIR undici; .ci/run does)" "yes" "no"
+else
+  check "undici http:// through a CONNECT tunnel" "200 - hello from /u" "$(undici "$ORIGIN/u")"
+  check "undici http:// disallowed in the tunnel" "403 robots-disallow 403 Forbidden by robots.txt" \
+    "$(undici "$ORIGIN/private/u")"
+  check "undici https:// intercepted" "200 - hello from /us" "$(undici "$SECURE/us")"
+fi
+
 # One robots.txt fetch by the proxy served all of the above; the other one is
 # the client's own request for /robots.txt, which is forwarded.
 check "robots.txt fetched once by the proxy" "2" "$(curl -s --noproxy '*' "$ORIGIN/__robots_fetches")"
@@ -159,6 +181,29 @@ check "metrics: one robots.txt fetch per origin" "2" \
   "$(sed -n 's/^robots_guard_robots_fetches_total{outcome="ok"} //p' <<<"$METRICS")"
 check "metrics: disallowed requests counted" "yes" \
   "$(grep -q '^robots_guard_requests_total{outcome="robots-disallow",status="403"} [1-9]' <<<"$METRICS" && echo yes || echo no)"
+# Read by real parsers: Prometheus' classic text format by default, OpenMetrics
+# when the scraper asks for it. Each must see the counter as a counter.
+OPENMETRICS=$(curl -s --noproxy '*' -H 'Accept: application/openmetrics-text; version=1.0.0' "$ADMIN/metrics")
+parsed() { # parser (classic|openmetrics), exposition -> "type value" of the disallowed-requests counter
+  EXPOSITION=$2 python3 - "$1" <<'PY'
+import os, sys
+kind = sys.argv[1]
+text = os.environ["EXPOSITION"] + "\n"
+if kind == "classic":
+    from prometheus_client.parser import text_string_to_metric_families
+else:
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families
+for family in text_string_to_metric_families(text):
+    if family.name == "robots_guard_requests":
+        for s in family.samples:
+            if s.name == "robots_guard_requests_total" and s.labels.get("outcome") == "robots-disallow":
+                print(family.type, "counted" if s.value >= 1 else "zero")
+PY
+}
+check "metrics: classic text parsed by prometheus_client" "counter counted" \
+  "$(parsed classic "$METRICS" 2>&1 | tail -1)"
+check "metrics: OpenMetrics parsed by prometheus_client" "counter counted" \
+  "$(parsed openmetrics "$OPENMETRICS" 2>&1 | tail -1)"
 check "metrics: leaf certificates minted" "yes" \
   "$(grep -q '^robots_guard_tls_leaf_certificates_minted_total [1-9]' <<<"$METRICS" && echo yes || echo no)"
 CHROMIUM=$(command -v chromium || command -v chromium-browser || true)

@@ -248,3 +248,73 @@ async fn loop_through_a_relay_back_to_the_proxy_is_508() {
     assert_eq!(answer.reason(), Some("loop"));
     relay.abort();
 }
+
+/// A real HTTP/1.0 origin (Python's `http.server`, which answers HTTP/1.0 and
+/// closes after each answer), started in a directory of its own.
+struct Http10Origin {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl Drop for Http10Origin {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn http10_origin() -> Http10Origin {
+    let dir = support::temp_dir("http10-origin");
+    std::fs::write(
+        dir.join("robots.txt"),
+        "User-agent: *\nDisallow: /private/\n",
+    )
+    .expect("robots.txt");
+    std::fs::write(dir.join("page.html"), "a page from an HTTP/1.0 server\n").expect("page");
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("free port");
+        listener.local_addr().expect("addr").port()
+    };
+    let child = std::process::Command::new("python3")
+        .args(["-m", "http.server", "--bind", "127.0.0.1", "--directory"])
+        .arg(&dir)
+        .arg(port.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("python3 -m http.server");
+    for _ in 0..100 {
+        if TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+            return Http10Origin { child, port };
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("python3 -m http.server did not start on port {port}");
+}
+
+/// Behind an HTTP/1.0 origin the client still gets HTTP/1.1 and keeps its
+/// connection: the origin's version and its closing are its own connection's
+/// business, not the client's.
+#[tokio::test]
+async fn an_http10_origin_does_not_close_the_clients_keep_alive_connection() {
+    let origin = http10_origin().await;
+    let proxy = TestProxy::start(config()).await;
+    let mut conn = ProxyConn::open(proxy.addr()).await;
+    let url = format!("http://127.0.0.1:{}/page.html", origin.port);
+    for _ in 0..3 {
+        let response = conn.send(get_request(&url)).await.expect("answered");
+        assert_eq!(response.version(), http::Version::HTTP_11);
+        let answer = support::proxy::collect(response).await.expect("body");
+        assert_status(&answer, 200);
+        assert_eq!(answer.text(), "a page from an HTTP/1.0 server\n");
+        assert!(!conn.is_closed(), "the client's connection stays open");
+    }
+    let refused = conn
+        .fetch(get_request(&format!(
+            "http://127.0.0.1:{}/private/x",
+            origin.port
+        )))
+        .await;
+    assert_status(&refused, 403);
+    assert!(!conn.is_closed());
+}

@@ -92,17 +92,41 @@ pub(crate) struct Exchange {
     pub if_tls: Option<super::response::Answer>,
 }
 
+/// `uri`'s path and query at `origin`'s scheme and `authority`.
+fn absolute_url(uri: &Uri, origin: &Origin, authority: &Authority) -> Uri {
+    let mut parts = http::uri::Parts::default();
+    parts.scheme = Some(match origin.scheme {
+        crate::origin::Scheme::Http => http::uri::Scheme::HTTP,
+        crate::origin::Scheme::Https => http::uri::Scheme::HTTPS,
+    });
+    parts.authority = Some(authority.clone());
+    parts.path_and_query = uri.path_and_query().cloned();
+    if parts.path_and_query.is_none() {
+        parts.path_and_query = Some(http::uri::PathAndQuery::from_static("/"));
+    }
+    Uri::from_parts(parts).unwrap_or_else(|_| uri.clone())
+}
+
 impl Exchange {
     /// The context of `request`, arriving now on `conn`.
     pub fn new<B>(conn: Arc<Conn>, request: &Request<B>) -> Exchange {
         let live = conn.scope.live();
         let connect = request.method() == Method::CONNECT && matches!(conn.entry, Entry::Listener);
+        // Inside a tunnel every request goes to the tunnel's origin, whatever
+        // its own target says (origin-form, or an HTTP/2 `:authority`): that
+        // is the URL it is for, in the log and in the target phase.
+        let url = match &conn.entry {
+            Entry::Tunnel {
+                origin, authority, ..
+            } => absolute_url(request.uri(), origin, authority),
+            Entry::Listener => request.uri().clone(),
+        };
         Exchange {
             settings: live.settings(),
             services: live.services().clone(),
             started: Instant::now(),
             method: request.method().clone(),
-            url: request.uri().clone(),
+            url,
             connect,
             user: None,
             origin: None,

@@ -19,7 +19,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use http::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
-use http::uri::{Authority, PathAndQuery, Scheme as UriScheme};
+use http::uri::PathAndQuery;
 use http::{Method, Request, Uri};
 
 use super::super::exchange::{Entry, Exchange};
@@ -77,11 +77,9 @@ fn request_target<B>(ex: &Exchange, request: &mut Request<B>) -> Result<Origin, 
         .into());
     }
     unambiguous_length(ex, request)?;
-    if let Entry::Tunnel {
-        origin, authority, ..
-    } = &ex.conn.entry
-    {
-        absolute(request, origin.scheme, authority);
+    if let Entry::Tunnel { .. } = &ex.conn.entry {
+        // The exchange's URL is the request's target at the tunnel's origin.
+        *request.uri_mut() = ex.url.clone();
     }
     let uri = request.uri();
     // The length as sent, without formatting the URI into a new string.
@@ -149,26 +147,6 @@ fn unambiguous_length<B>(ex: &Exchange, request: &Request<B>) -> Result<(), Refu
         .into());
     }
     Ok(())
-}
-
-/// Makes an origin-form target (or one with its own `:authority`) absolute,
-/// at the tunnel's origin.
-fn absolute<B>(request: &mut Request<B>, scheme: Scheme, authority: &Authority) {
-    let path_and_query = request
-        .uri()
-        .path_and_query()
-        .cloned()
-        .unwrap_or_else(|| PathAndQuery::from_static("/"));
-    let mut parts = http::uri::Parts::default();
-    parts.scheme = Some(match scheme {
-        Scheme::Http => UriScheme::HTTP,
-        Scheme::Https => UriScheme::HTTPS,
-    });
-    parts.authority = Some(authority.clone());
-    parts.path_and_query = Some(path_and_query);
-    if let Ok(uri) = Uri::from_parts(parts) {
-        *request.uri_mut() = uri;
-    }
 }
 
 /// Writes the origin's spelling of an address into the target (`127.1` →
