@@ -275,17 +275,21 @@ async fn http10_origin() -> Http10Origin {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("free port");
         listener.local_addr().expect("addr").port()
     };
-    let child = std::process::Command::new("python3")
-        .args(["-m", "http.server", "--bind", "127.0.0.1", "--directory"])
-        .arg(&dir)
-        .arg(port.to_string())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("python3 -m http.server");
+    // Owned at once, so it is killed and waited for however the test ends.
+    let origin = Http10Origin {
+        child: std::process::Command::new("python3")
+            .args(["-m", "http.server", "--bind", "127.0.0.1", "--directory"])
+            .arg(&dir)
+            .arg(port.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("python3 -m http.server"),
+        port,
+    };
     for _ in 0..100 {
         if TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
-            return Http10Origin { child, port };
+            return origin;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
