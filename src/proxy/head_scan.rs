@@ -15,10 +15,12 @@
 //! reading (by `Transfer-Encoding`, then closing) still applies to it.
 
 /// Scans a request head, as it arrives, for the two length fields.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Clone)]
 pub(crate) struct LengthFields {
-    /// Bytes of the current line so far (enough to recognise a field name).
-    line: Vec<u8>,
+    /// The first bytes of the current line (enough to recognise a field
+    /// name), and how many there are.
+    line: [u8; NAME_PREFIX],
+    len: usize,
     /// A line with content was seen (the request line): an empty line after
     /// it ends the head, empty lines before it are ignored (RFC 9112 §2.2).
     started: bool,
@@ -31,41 +33,52 @@ pub(crate) struct LengthFields {
 /// Longest prefix looked at: `transfer-encoding:` is 18 bytes.
 const NAME_PREFIX: usize = 18;
 
+/// Does `line` start with `name` (lower-case), in any letter case?
+fn starts_with_name(line: &[u8], name: &[u8]) -> bool {
+    line.len() >= name.len() && line[..name.len()].eq_ignore_ascii_case(name)
+}
+
 impl LengthFields {
     /// A scanner at the start of a head.
     pub(crate) fn new() -> LengthFields {
-        LengthFields::default()
-    }
-
-    /// Feeds the next bytes of the head.
-    pub(crate) fn feed(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            if self.done {
-                return;
-            }
-            match b {
-                b'\n' => {
-                    let line = self.line.strip_suffix(b"\r").unwrap_or(&self.line);
-                    if line.is_empty() {
-                        self.done = self.started;
-                    } else {
-                        self.started = true;
-                        self.note(line.to_ascii_lowercase().as_slice());
-                    }
-                    self.line.clear();
-                }
-                _ => {
-                    if self.line.len() < NAME_PREFIX {
-                        self.line.push(b);
-                    }
-                }
-            }
+        LengthFields {
+            line: [0; NAME_PREFIX],
+            len: 0,
+            started: false,
+            done: false,
+            content_length: false,
+            transfer_encoding: false,
         }
     }
 
-    fn note(&mut self, line: &[u8]) {
-        self.content_length |= line.starts_with(b"content-length:");
-        self.transfer_encoding |= line.starts_with(b"transfer-encoding:");
+    /// Feeds the next bytes of the head. Only each line's first bytes are
+    /// copied; the rest of a line is skipped in one search for its end.
+    pub(crate) fn feed(&mut self, mut bytes: &[u8]) {
+        while !self.done && !bytes.is_empty() {
+            let end = memchr::memchr(b'\n', bytes);
+            let content = &bytes[..end.unwrap_or(bytes.len())];
+            let take = content.len().min(NAME_PREFIX - self.len);
+            self.line[self.len..self.len + take].copy_from_slice(&content[..take]);
+            self.len += take;
+            let Some(end) = end else {
+                return;
+            };
+            self.end_line();
+            bytes = &bytes[end + 1..];
+        }
+    }
+
+    /// A line ended: note its field, or the head's end.
+    fn end_line(&mut self) {
+        let line = &self.line[..self.len];
+        if line.is_empty() || line == b"\r" {
+            self.done = self.started;
+        } else {
+            self.started = true;
+            self.content_length |= starts_with_name(line, b"content-length:");
+            self.transfer_encoding |= starts_with_name(line, b"transfer-encoding:");
+        }
+        self.len = 0;
     }
 
     /// Did the head carry both fields?

@@ -211,9 +211,10 @@ impl<T> IdleIo<T> {
     /// begun and no request is in the service.
     fn own_answer_status(&self, data: &[u8]) -> Option<u16> {
         self.own_answers.replace.as_ref()?;
-        if self.activity.is_busy()
+        if matches!(self.head, Head::None)
+            || !data.starts_with(b"HTTP/1.")
+            || self.activity.is_busy()
             || self.activity.upgraded.load(Ordering::Acquire)
-            || matches!(self.head, Head::None)
         {
             return None;
         }
@@ -412,8 +413,13 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for IdleIo<T> {
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
         let this = &mut *self;
-        if this.own_answers.replace.is_some() && !this.activity.is_busy() {
-            // Rare (a quiet connection writing): look at the whole message.
+        let maybe_own_answer = this.own_answers.swallow
+            || (this.own_answers.replace.is_some()
+                && !matches!(this.head, Head::None)
+                && bufs.first().is_some_and(|b| b.starts_with(b"HTTP/1.")));
+        if maybe_own_answer {
+            // Rare (an answer before any request reached the service): look at
+            // the whole message.
             let whole: Vec<u8> = bufs.iter().flat_map(|b| b.iter().copied()).collect();
             if this.took_own_answer(&whole) {
                 let _ = this.poll_pending(cx)?;

@@ -71,40 +71,39 @@ fn answered<B>(
     origin: &Origin,
     sent: Result<Result<Response<B>, UpstreamError>, tokio::time::error::Elapsed>,
 ) -> Result<Response<B>, Refusal> {
-    let origin = origin.to_string();
-    match sent {
-        Ok(Ok(response)) => Ok(response),
-        Err(_) => Err(Answer::UpstreamTimeout {
-            origin,
-            waited: ex.settings.upstream_timeout,
-        }
-        .into()),
-        Ok(Err(error)) => Err(match error {
-            // As `proxy.upstream_connect_timeout` promises, and as a tunnel
-            // answers the same failure.
-            UpstreamError::ConnectTimeout { waited, .. } => {
-                Answer::UpstreamTimeout { origin, waited }
+    let error = match sent {
+        Ok(Ok(response)) => return Ok(response),
+        Err(_) => {
+            return Err(Answer::UpstreamTimeout {
+                origin: origin.to_string(),
+                waited: ex.settings.upstream_timeout,
             }
-            UpstreamError::Certificate { reason } => Answer::UpstreamCertificate {
-                origin,
-                problem: reason,
-            },
-            UpstreamError::ClientBody(_) => Answer::BadRequest {
-                reason: error.to_string(),
-            },
-            UpstreamError::Denied { .. } => Answer::DestinationDenied {
-                host: ex
-                    .origin
-                    .as_ref()
-                    .map_or_else(String::new, |o| o.host.clone()),
-            },
-            other => Answer::UpstreamError {
-                origin,
-                problem: other.to_string(),
-            },
+            .into())
         }
-        .into()),
+        Ok(Err(error)) => error,
+    };
+    let host = &origin.host;
+    let origin = origin.to_string();
+    Err(match error {
+        // As `proxy.upstream_connect_timeout` promises, and as a tunnel
+        // answers the same failure.
+        UpstreamError::ConnectTimeout { waited, .. } => Answer::UpstreamTimeout { origin, waited },
+        UpstreamError::Certificate { reason } => Answer::UpstreamCertificate {
+            origin,
+            problem: reason,
+        },
+        UpstreamError::ClientBody(_) => Answer::BadRequest {
+            reason: error.to_string(),
+        },
+        UpstreamError::Denied { .. } => Answer::DestinationDenied {
+            host: host.to_owned(),
+        },
+        other => Answer::UpstreamError {
+            origin,
+            problem: other.to_string(),
+        },
     }
+    .into())
 }
 
 /// `Connection: upgrade` with an `Upgrade` field (RFC 9110 §7.8).
