@@ -1,7 +1,7 @@
 //! robots.txt engine throughput, compared with the `robotstxt` crate (a port
 //! of Google's reference parser) and `texting_robots`.
 //!
-//! Inputs: every `*.txt` file of `../shared/corpus/robots` (beside the repo),
+//! Inputs: every `*.txt` file of `tests/testdata/robots` (150 real files),
 //! each with 10 URLs built deterministically from the file's own
 //! `Allow`/`Disallow` patterns (`*` replaced, `$` dropped, a hit and an
 //! upper-cased likely miss per pattern) plus fixed URLs such as `/` and
@@ -58,15 +58,14 @@ struct File {
 }
 
 fn corpus_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/robots")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/testdata/robots")
 }
 
 fn load_corpus() -> Vec<File> {
     let dir = corpus_dir();
     let entries = std::fs::read_dir(&dir).unwrap_or_else(|e| {
         panic!(
-            "robots.txt corpus not found at {}: {e}; the shared/ directory \
-             must sit beside the repository (shared/corpus/robots/*.txt)",
+            "robots.txt corpus not found at {}: {e}",
             dir.display()
         )
     });

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Seeds fuzz/corpus/request_target/ with request targets, CONNECT
 # authorities and User-Agent values (written here), and
-# fuzz/corpus/robots_parse_match/ (both ignored by git) from the shared
+# fuzz/corpus/robots_parse_match/ (both ignored by git) from the
 # robots.txt corpus. Input layout (see fuzz_targets/robots_parse_match.rs):
 #   agent byte | robots.txt | 0xFF | url | 0xFF | pattern | 0xFF | path
 # Each corpus file is copied twice: once behind agent byte 0 (Googlebot) with
@@ -39,11 +39,10 @@ curl/8.5.0
 SEEDS
 echo "seed.sh: wrote $i inputs to $targets"
 
-src="$here/../../shared/corpus/robots"
+src="$here/../tests/testdata/robots"
 dst="$here/corpus/robots_parse_match"
 if [ ! -d "$src" ]; then
     echo "seed.sh: robots.txt corpus not found at $src" >&2
-    echo "seed.sh: the shared/ directory must sit beside the repository" >&2
     exit 1
 fi
 mkdir -p "$dst"

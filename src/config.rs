@@ -4,7 +4,7 @@
 //! `NonZeroUsize`, enums), so a bad value fails at load time with toml's own message: the
 //! file, the line and column, the key, and what is accepted. There is no later
 //! `validate()` pass. Every key is optional; a missing key or section takes the default
-//! listed in DESIGN.md §7 (and repeated, key by key, in the shipped `config.toml`).
+//! listed, key by key, in the shipped `config.toml`.
 //! Unknown keys are errors, so a typo never silently falls back to a default.
 //!
 //! Durations are strings: a number (decimals allowed) followed by a unit, `ms`, `s`, `m`,

@@ -178,7 +178,7 @@ impl Origin {
     }
 
     /// The key pacing uses: politeness protects the machine, so it is the
-    /// host alone, whatever the scheme and port (DESIGN.md §4).
+    /// host alone, whatever the scheme and port.
     /// A fully qualified name's trailing dot is left out here: `example.com.`
     /// is the same machine as `example.com` (the origins stay apart, as URLs
     /// keep them), and a client must not double its rate by switching.

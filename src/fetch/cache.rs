@@ -35,7 +35,7 @@ use crate::config::On4xx;
 use crate::origin::Origin;
 
 /// Where cache entries live. One process keeps them in memory ([`MemoryStore`]); a fleet
-/// of proxies can share them through a distributed store (DESIGN.md §3) by implementing
+/// of proxies can share them through a distributed store by implementing
 /// this trait. Single flight stays in [`RobotsCache`], over any store.
 ///
 /// Implementations must bound their size themselves.

@@ -1,5 +1,5 @@
 //! One robots.txt fetch: GET `/robots.txt` of an origin and map what happened to a
-//! [`FetchOutcome`] (DESIGN.md §3, RFC 9309 §2.3.1).
+//! [`FetchOutcome`] (RFC 9309 §2.3.1).
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};

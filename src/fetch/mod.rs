@@ -1,7 +1,7 @@
-//! Fetching and caching robots.txt (DESIGN.md §3, pipeline step 4).
+//! Fetching and caching robots.txt (the robots phase's source).
 //!
 //! [`RobotsFetcher`] makes one fetch of an origin's `/robots.txt` and maps what happened to
-//! a [`FetchOutcome`], following the table of DESIGN.md §3 (RFC 9309 §2.3.1):
+//! a [`FetchOutcome`], following RFC 9309 §2.3.1:
 //!
 //! | what the origin did | outcome | rules |
 //! |---|---|---|

@@ -1,4 +1,4 @@
-//! Robot identity: the `User-Agent` and `From` request headers (DESIGN.md §4).
+//! Robot identity: the `User-Agent` and `From` request headers.
 //!
 //! A site owner who sees unusual traffic needs two things: which robot it is (so robots.txt
 //! can name it) and whom to write to. RFC 9110 §10.1.5 defines `User-Agent`; §10.1.2 says a

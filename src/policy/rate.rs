@@ -1,4 +1,4 @@
-//! Per-host pacing (DESIGN.md §4): at most `max_per_host` requests in flight per host, at
+//! Per-host pacing: at most `max_per_host` requests in flight per host, at
 //! least a delay between request starts, waiters served first come first served, and a
 //! `429` (via [`PaceRejected`]) rather than an unbounded wait.
 //!

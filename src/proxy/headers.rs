@@ -25,7 +25,7 @@ static HOP_BY_HOP: [HeaderName; 8] = [
 ];
 
 /// Fields a `Connection` option cannot remove: the robot's identity, which the
-/// pipeline has checked or filled in and must deliver (DESIGN.md §4). Naming
+/// pipeline has checked or filled in and must deliver. Naming
 /// them would let a client pass the identity check and still reach the origin
 /// anonymously; RFC 9110 §7.6.1 forbids listing end-to-end fields as
 /// connection options anyway.
