@@ -63,12 +63,8 @@ fn corpus_dir() -> PathBuf {
 
 fn load_corpus() -> Vec<File> {
     let dir = corpus_dir();
-    let entries = std::fs::read_dir(&dir).unwrap_or_else(|e| {
-        panic!(
-            "robots.txt corpus not found at {}: {e}",
-            dir.display()
-        )
-    });
+    let entries = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("robots.txt corpus not found at {}: {e}", dir.display()));
     let mut paths: Vec<PathBuf> = entries
         .map(|e| e.expect("reading corpus directory").path())
         .filter(|p| p.extension().is_some_and(|x| x == "txt"))

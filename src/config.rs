@@ -417,6 +417,18 @@ pub struct RateLimitConfig {
     /// dropped. Default 100000.
     #[serde(deserialize_with = "de::at_least_one")]
     pub max_hosts: NonZeroUsize,
+    /// An origin's `429`/`503` with `Retry-After` pauses the host until then (capped by
+    /// `max_backoff`). Off, such an answer counts like one without `Retry-After`.
+    /// Default true.
+    pub honor_retry_after: bool,
+    /// The longest pause a site's `Retry-After` can cause, and the cap of the doubling
+    /// error back-off. Default 15 min.
+    #[serde(deserialize_with = "de::nonzero_duration")]
+    pub max_backoff: Duration,
+    /// Connect errors, resets and upstream timeouts double the host's extra delay (from
+    /// `max(default_delay, 1s)`), as a `429`/`503` without `Retry-After` always does; each
+    /// success halves it. Default true.
+    pub backoff_on_errors: bool,
 }
 
 impl Default for RateLimitConfig {
@@ -429,6 +441,9 @@ impl Default for RateLimitConfig {
             max_wait: Duration::from_secs(30),
             idle_host_ttl: Duration::from_secs(300),
             max_hosts: const { nonzero_usize(100_000) },
+            honor_retry_after: true,
+            max_backoff: Duration::from_secs(15 * 60),
+            backoff_on_errors: true,
         }
     }
 }
@@ -1006,7 +1021,7 @@ mod tests {
             .values()
             .map(|section| section.as_table().map_or(0, |t| t.len()))
             .sum();
-        assert_eq!(count, 13 + 4 + 11 + 7 + 5 + 1 + 4 + 2);
+        assert_eq!(count, 13 + 4 + 11 + 10 + 5 + 1 + 4 + 2);
         assert!(text.contains("# robot_name = "));
     }
 

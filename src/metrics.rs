@@ -557,6 +557,17 @@ impl Collector for SourceCollector {
             "Hosts with pacing state now (idle ones are dropped)",
             self.0.pacer.tracked_hosts(),
         )?;
+        let mut family = encoder.encode_descriptor(
+            "site_backoffs",
+            "Times a site paused (429/503 with Retry-After) or slowed (429/503 without it, \
+             connect errors, resets, timeouts) its host, by cause",
+            None,
+            MetricType::Counter,
+        )?;
+        for (cause, value) in self.0.pacer.backoff_counts() {
+            let labels = [("cause", cause.word())];
+            ConstCounter::new(value).encode(family.encode_family(&labels)?)?;
+        }
         let (minted, cached) = self
             .0
             .minter
@@ -646,6 +657,7 @@ mod tests {
             max_wait: Duration::ZERO,
             idle_host_ttl: Duration::from_secs(1),
             max_hosts: 1,
+            backoff: Default::default(),
         });
         let settings = crate::fetch::FetchSettings::from_config(&config).expect("settings");
         let robots = RobotsCache::new(crate::fetch::RobotsFetcher::new(

@@ -34,6 +34,9 @@ pub enum Reason {
     Identity,
     /// 429: the host's pacing queue is longer than `rate_limit.max_wait`.
     Pacing,
+    /// 429: the site asked for a pause (`Retry-After`) or is slowed after errors, and
+    /// the wait is longer than `rate_limit.max_wait`.
+    SiteBackoff,
     /// 403: the client's address is outside `proxy.allow_clients`.
     ClientNotAllowed,
     /// 407: proxy authentication is on and the credentials are missing or wrong.
@@ -77,7 +80,7 @@ pub enum Class {
 
 impl Reason {
     /// Every reason, for documentation and exhaustive tests.
-    pub const ALL: [Reason; 20] = [
+    pub const ALL: [Reason; 21] = [
         Reason::Allowed,
         Reason::Tunnel,
         Reason::Intercept,
@@ -86,6 +89,7 @@ impl Reason {
         Reason::RobotsUnreachable,
         Reason::Identity,
         Reason::Pacing,
+        Reason::SiteBackoff,
         Reason::ClientNotAllowed,
         Reason::ProxyAuth,
         Reason::DestinationDenied,
@@ -111,6 +115,7 @@ impl Reason {
             Reason::RobotsUnreachable => "robots-unreachable",
             Reason::Identity => "identity",
             Reason::Pacing => "pacing",
+            Reason::SiteBackoff => "site-backoff",
             Reason::ClientNotAllowed => "client-not-allowed",
             Reason::ProxyAuth => "proxy-auth",
             Reason::DestinationDenied => "destination-denied",
@@ -131,7 +136,7 @@ impl Reason {
         match self {
             Reason::Allowed | Reason::Tunnel => Class::Allowed,
             Reason::Intercept => Class::Session,
-            Reason::Pacing => Class::Throttled,
+            Reason::Pacing | Reason::SiteBackoff => Class::Throttled,
             Reason::RobotsUnreachable
             | Reason::UpstreamCertificate
             | Reason::UpstreamError

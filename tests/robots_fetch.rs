@@ -667,6 +667,7 @@ fn pacer(max_per_host: usize, max_wait: Duration) -> Pacer {
         max_wait,
         idle_host_ttl: Duration::from_secs(60),
         max_hosts: 100,
+        backoff: Default::default(),
     })
 }
 

@@ -72,6 +72,7 @@ pub fn render(settings: &Settings, services: &Services) -> String {
          <title>robots-guard status</title><style>{STYLE}</style></head><body>\n"
     );
     summary(&mut page, settings, services);
+    backoffs(&mut page, services);
     hosts(&mut page, services, now);
     denials(&mut page, &services.metrics.denials(), wall);
     let _ = write!(
@@ -295,6 +296,40 @@ fn robots_cell(page: &mut String, origin: &Origin, entry: &RobotsEntry, now: Ins
         let _ = write!(page, "<div class=\"muted\">{}</div>", escape(&detail));
     }
     page.push_str("</div>");
+}
+
+/// Hosts paused (a site's `Retry-After`) or slowed (errors) now: the site is
+/// steering, and an operator should see it.
+fn backoffs(page: &mut String, services: &Services) {
+    let hosts = services.pacer.backoffs(MAX_HOST_ROWS);
+    if hosts.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        page,
+        "<h2>Hosts paused or slowed by the site <span class=\"muted\">({})</span></h2>",
+        hosts.len()
+    );
+    page.push_str(
+        "<div class=\"scroll\"><table id=\"backoffs\"><thead><tr><th>Host</th><th>Cause</th>\
+         <th class=\"num\">Paused for</th><th class=\"num\">Extra delay</th></tr></thead><tbody>\n",
+    );
+    for (host, view) in hosts {
+        let _ = writeln!(
+            page,
+            "<tr><td class=\"mono\">{}</td><td><span class=\"warn\">{}</span></td>\
+             <td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+            escape(&host),
+            view.cause.map_or("–", |c| c.word()),
+            view.paused_for.map_or_else(|| "–".to_owned(), age),
+            if view.extra.is_zero() {
+                "–".to_owned()
+            } else {
+                format!("{:.1} s", view.extra.as_secs_f64())
+            },
+        );
+    }
+    page.push_str("</tbody></table></div>\n");
 }
 
 fn denials(page: &mut String, denials: &[Denial], wall: SystemTime) {

@@ -15,7 +15,7 @@ use http_body_util::BodyExt;
 use super::ttl::{freshness_lifetime, retry_after};
 use super::{FetchSettings, RobotsFile, Validators};
 use crate::origin::Origin;
-use crate::policy::Pacer;
+use crate::policy::{BackoffCause, Pacer};
 use crate::upstream::{empty_body, ProxyBody, UpstreamBody, UpstreamError, UpstreamPools};
 
 /// What one fetch of an origin's robots.txt came to. Each variant is a row of the table
@@ -113,15 +113,27 @@ impl RobotsFetcher {
     ///
     /// The fetch first takes a pacing slot for the origin's host and holds it until the
     /// fetch is over, so it counts towards the host's rate limit. If the pacer rejects
-    /// (the host's queue is too long), the fetch goes ahead anyway: it happens once per
-    /// origin per lifetime, every request to the origin waits on it, and refusing it
-    /// would turn a busy host into a `503` for everyone.
+    /// because the host's queue is too long, the fetch goes ahead anyway: it happens once
+    /// per origin per lifetime, every request to the origin waits on it, and refusing it
+    /// would turn a busy host into a `503` for everyone. If the site asked for a pause,
+    /// nothing is sent: the file counts as unreachable until the pause is over. The
+    /// site's `429`/`503` and failures feed the host's back-off like any request's.
     ///
     /// The whole fetch (connects, redirects, headers and body) is bounded by
     /// `fetch_timeout`; the pacing wait is not part of it.
     pub async fn fetch(&self, origin: &Origin, validators: Option<&Validators>) -> FetchOutcome {
         let _permit = match self.pacer.admit(origin.pacing_key(), Duration::ZERO).await {
             Ok(permit) => Some(permit),
+            Err(rejected) if rejected.site_backoff.is_some() => {
+                return FetchOutcome::Unreachable {
+                    reason: format!(
+                        "{} asked to pause ({}); nothing is sent to it until then",
+                        origin.host,
+                        rejected.site_backoff.map_or("", |c| c.word())
+                    ),
+                    retry_after: Some(rejected.retry_after),
+                };
+            }
             Err(rejected) => {
                 tracing::debug!(
                     %origin,
@@ -136,10 +148,14 @@ impl RobotsFetcher {
         let outcome = match tokio::time::timeout(timeout, self.fetch_chain(&url, validators)).await
         {
             Ok(outcome) => outcome,
-            Err(_) => FetchOutcome::Unreachable {
-                reason: format!("{url}: no complete answer within {timeout:?}"),
-                retry_after: None,
-            },
+            Err(_) => {
+                self.pacer
+                    .failed(origin.pacing_key(), BackoffCause::Timeout);
+                FetchOutcome::Unreachable {
+                    reason: format!("{url}: no complete answer within {timeout:?}"),
+                    retry_after: None,
+                }
+            }
         };
         tracing::debug!(%origin, outcome = outcome.kind(), "robots.txt fetched");
         outcome
@@ -163,7 +179,16 @@ impl RobotsFetcher {
         loop {
             let response = match self.client.send(self.request(&uri, conditional)).await {
                 Ok(response) => response,
-                Err(e) => return failure(&uri, &e),
+                Err(e) => {
+                    match &e {
+                        UpstreamError::Connect { .. } | UpstreamError::ConnectTimeout { .. } => {
+                            self.slow_down(&uri, BackoffCause::ConnectError)
+                        }
+                        UpstreamError::Protocol(_) => self.slow_down(&uri, BackoffCause::Reset),
+                        _ => {}
+                    }
+                    return failure(&uri, &e);
+                }
             };
             let status = response.status();
             let headers = response.headers();
@@ -212,6 +237,13 @@ impl RobotsFetcher {
                 }
                 _ => None,
             };
+            if let Some((cause, wait)) = BackoffCause::of_answer(status.as_u16(), retry) {
+                let host = uri_host(&uri);
+                match wait {
+                    Some(wait) => self.pacer.pause(&host, wait, cause),
+                    None => self.pacer.failed(&host, cause),
+                }
+            }
             return FetchOutcome::Unreachable {
                 reason: format!("{uri} answered {status}"),
                 retry_after: retry,
@@ -273,6 +305,11 @@ impl RobotsFetcher {
         }
     }
 
+    /// Slows the host of `uri` down after a failure.
+    fn slow_down(&self, uri: &Uri, cause: BackoffCause) {
+        self.pacer.failed(&uri_host(uri), cause);
+    }
+
     fn request(&self, uri: &Uri, conditional: Option<&Validators>) -> Request<ProxyBody> {
         let mut request = Request::new(empty_body());
         *request.uri_mut() = uri.clone();
@@ -300,6 +337,14 @@ impl RobotsFetcher {
             self.settings.load().min_ttl,
         )
     }
+}
+
+/// The pacing key of `uri`'s host (a redirect may have led to another host).
+fn uri_host(uri: &Uri) -> String {
+    Origin::from_uri(uri).map_or_else(
+        |_| uri.host().unwrap_or_default().to_owned(),
+        |o| o.pacing_key().to_owned(),
+    )
 }
 
 fn validators_of(headers: &HeaderMap) -> Validators {

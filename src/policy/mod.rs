@@ -5,10 +5,12 @@
 //! job of `proxy`.
 
 pub mod auth;
+pub mod backoff;
 pub mod destination;
 pub mod eyeballs;
 pub mod identity;
 pub mod rate;
 
+pub use backoff::{BackoffCause, BackoffSettings, BackoffView};
 pub use identity::{is_mailbox, IdentityError, IdentityMode, IdentityPolicy};
 pub use rate::{HostPaceStats, PacePermit, PaceRejected, Pacer, PacingSettings};

@@ -48,6 +48,8 @@ use std::time::Duration;
 
 use lru::LruCache;
 use thiserror::Error;
+
+use super::backoff::{Backoff, BackoffCause, BackoffSettings, BackoffView};
 use tokio::sync::Notify;
 use tokio::time::{sleep_until, Instant};
 
@@ -66,6 +68,8 @@ pub struct PacingSettings {
     /// The most hosts tracked at once (0 is treated as 1), so memory stays bounded however
     /// many hosts are visited.
     pub max_hosts: usize,
+    /// What a site's "slow down" does (see [`super::backoff`]).
+    pub backoff: BackoffSettings,
 }
 
 /// The per-host request pacer. Cloning is cheap (an `Arc`), and all clones share the state.
@@ -80,6 +84,8 @@ pub struct PacePermit {
     inner: Arc<Inner>,
     /// `None` for a request admitted unpaced because every tracked host was busy.
     host: Option<Arc<str>>,
+    /// See [`PacePermit::succeeded`].
+    succeeded: bool,
 }
 
 /// The request would wait too long for its turn: answer `429 Too Many Requests`.
@@ -89,6 +95,9 @@ pub struct PaceRejected {
     /// When a retry has a fair chance, rounded up to whole seconds and at least one second,
     /// ready for a `Retry-After` header.
     pub retry_after: Duration,
+    /// The host is paused or slowed because the site asked for it (or failed): the wait is
+    /// the site's, not the queue's.
+    pub site_backoff: Option<BackoffCause>,
 }
 
 /// A snapshot of one host's pacing state, for a status page.
@@ -102,12 +111,16 @@ pub struct HostPaceStats {
     pub delay: Duration,
     /// How long ago the last request started, if any has.
     pub last_start_age: Option<Duration>,
+    /// A pause or extra delay in force.
+    pub backoff: Option<BackoffView>,
 }
 
 struct Inner {
     /// Swapped whole by [`Pacer::reconfigure`]; each admission reads one copy.
     settings: arc_swap::ArcSwap<PacingSettings>,
     state: Mutex<State>,
+    /// Pauses and slow-downs since start, per [`BackoffCause::index`].
+    backoffs: [std::sync::atomic::AtomicU64; BackoffCause::ALL.len()],
 }
 
 struct State {
@@ -123,6 +136,8 @@ struct HostState {
     last_start: Option<Instant>,
     /// The effective delay of the request that started last.
     delay: Duration,
+    /// What the site asked for, or showed.
+    backoff: Backoff,
 }
 
 struct Waiter {
@@ -142,9 +157,19 @@ enum Step {
 }
 
 impl HostState {
-    /// The earliest a request with spacing `delay` may start, `None` if it may start now.
-    fn ready_at(&self, delay: Duration) -> Option<Instant> {
-        self.last_start.map(|t| t + delay)
+    /// The earliest a request with spacing `delay` may start, `None` if it may start now:
+    /// its delay (plus any extra back-off) after the previous start, and not in a pause.
+    fn ready_at(&self, now: Instant, delay: Duration) -> Option<Instant> {
+        let spaced = self.last_start.map(|t| t + delay + self.backoff.extra());
+        match (spaced, self.backoff.paused_until(now)) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The back-off cause, when the host is paused or slowed at `now`.
+    fn backoff_cause(&self, now: Instant) -> Option<BackoffCause> {
+        self.backoff.view(now).and_then(|v| v.cause)
     }
 
     fn start(&mut self, now: Instant, delay: Duration) {
@@ -158,7 +183,9 @@ impl HostState {
     }
 
     fn is_expired(&self, now: Instant, ttl: Duration) -> bool {
+        // A host the site asked to pause or slow is remembered until that is over.
         self.is_idle()
+            && !self.backoff.is_active(now)
             && self
                 .last_start
                 .is_none_or(|t| now.saturating_duration_since(t) >= self.delay.max(ttl))
@@ -173,11 +200,13 @@ impl HostState {
         ahead: impl Iterator<Item = &'a Waiter>,
         delay: Duration,
     ) -> Instant {
+        let earliest = self.backoff.paused_until(now).unwrap_or(now).max(now);
+        let extra = self.backoff.extra();
         let mut t = self.last_start;
         for d in ahead.map(|w| w.delay).chain(std::iter::once(delay)) {
-            t = Some(t.map_or(now, |t| (t + d).max(now)));
+            t = Some(t.map_or(earliest, |t| (t + d + extra).max(earliest)));
         }
-        t.unwrap_or(now)
+        t.unwrap_or(earliest)
     }
 
     fn wake_head(&self) {
@@ -194,6 +223,7 @@ impl Pacer {
         Pacer {
             inner: Arc::new(Inner {
                 settings: arc_swap::ArcSwap::from_pointee(settings),
+                backoffs: Default::default(),
                 state: Mutex::new(State {
                     hosts: LruCache::unbounded(),
                     next_waiter_id: 0,
@@ -248,14 +278,14 @@ impl Pacer {
             };
             if st.waiters.is_empty()
                 && st.in_flight < settings.max_per_host.get()
-                && st.ready_at(delay).is_none_or(|t| t <= now)
+                && st.ready_at(now, delay).is_none_or(|t| t <= now)
             {
                 st.start(now, delay);
                 return Ok(self.permit(Some(key)));
             }
             let start = st.estimate_start(now, st.waiters.iter(), delay);
             if start - now > settings.max_wait {
-                let rejected = PaceRejected::after(start - now);
+                let rejected = PaceRejected::after(start - now, st.backoff_cause(now));
                 tracing::debug!(host, retry_after = ?rejected.retry_after, "pacing queue too long");
                 return Err(rejected);
             }
@@ -329,6 +359,7 @@ impl Pacer {
             waiting: st.waiters.len(),
             delay: st.delay,
             last_start_age: st.last_start.map(|t| now.saturating_duration_since(t)),
+            backoff: st.backoff.view(now),
         })
     }
 
@@ -336,7 +367,64 @@ impl Pacer {
         PacePermit {
             inner: self.inner.clone(),
             host,
+            succeeded: false,
         }
+    }
+
+    /// The site asked for a pause (`429`/`503` with `Retry-After`): nothing starts at
+    /// `host` for `wait` (capped by `max_backoff`). With `honor_retry_after` off this
+    /// counts as a failure instead.
+    pub fn pause(&self, host: &str, wait: Duration, cause: BackoffCause) {
+        let settings = self.inner.settings.load().backoff;
+        if !settings.honor_retry_after {
+            let status = match cause {
+                BackoffCause::RetryAfter(status) => BackoffCause::Status(status),
+                other => other,
+            };
+            return self.failed(host, status);
+        }
+        let now = Instant::now();
+        tracing::info!(host, ?wait, %cause, "the site asked for a pause");
+        self.inner
+            .adjust(host, cause, |b| b.pause(now, wait, cause, &settings));
+    }
+
+    /// The site failed in a way that asks for slowing down: a `429`/`503` without
+    /// `Retry-After` (always), or a connect error, reset or timeout (with
+    /// `backoff_on_errors`). The host's extra delay starts or doubles.
+    pub fn failed(&self, host: &str, cause: BackoffCause) {
+        let settings = self.inner.settings.load().backoff;
+        let status = matches!(cause, BackoffCause::Status(_) | BackoffCause::RetryAfter(_));
+        if !status && !settings.on_errors {
+            return;
+        }
+        tracing::debug!(host, %cause, "the site is slowed down");
+        self.inner
+            .adjust(host, cause, |b| b.failed(cause, &settings));
+    }
+
+    /// Pauses and slow-downs since start, per cause.
+    pub fn backoff_counts(&self) -> Vec<(BackoffCause, u64)> {
+        BackoffCause::ALL
+            .iter()
+            .map(|cause| {
+                let n =
+                    self.inner.backoffs[cause.index()].load(std::sync::atomic::Ordering::Relaxed);
+                (*cause, n)
+            })
+            .collect()
+    }
+
+    /// Hosts paused or slowed now, most recently used first (at most `limit`).
+    pub fn backoffs(&self, limit: usize) -> Vec<(String, BackoffView)> {
+        let now = Instant::now();
+        let state = self.inner.lock();
+        state
+            .hosts
+            .iter()
+            .filter_map(|(host, st)| st.backoff.view(now).map(|v| (host.to_string(), v)))
+            .take(limit)
+            .collect()
     }
 }
 
@@ -371,7 +459,7 @@ impl Inner {
         let is_head = st.waiters.front().is_some_and(|w| w.id == id);
         let slot_free = st.in_flight < self.settings.load().max_per_host.get();
         if is_head && slot_free {
-            match st.ready_at(delay) {
+            match st.ready_at(now, delay) {
                 Some(t) if t > now && now < deadline => return Step::SleepUntil(t),
                 Some(t) if t > now => {}
                 _ => {
@@ -385,8 +473,9 @@ impl Inner {
         if now < deadline {
             return Step::Wait;
         }
+        let cause = st.backoff_cause(now);
         let Some(pos) = st.waiters.iter().position(|w| w.id == id) else {
-            return Step::Rejected(PaceRejected::after(Duration::ZERO));
+            return Step::Rejected(PaceRejected::after(Duration::ZERO, cause));
         };
         let start = st.estimate_start(now, st.waiters.iter().take(pos), delay);
         st.waiters.remove(pos);
@@ -395,7 +484,7 @@ impl Inner {
         }
         // Blocked by long-running requests the estimate cannot see: suggest at least one
         // more delay.
-        Step::Rejected(PaceRejected::after((start - now).max(delay)))
+        Step::Rejected(PaceRejected::after((start - now).max(delay), cause))
     }
 
     /// Takes a queued waiter out of the queue (its future was dropped).
@@ -411,12 +500,28 @@ impl Inner {
         }
     }
 
-    fn release(&self, host: &str) {
+    fn release(&self, host: &str, succeeded: bool) {
         let mut state = self.lock();
         if let Some(st) = state.hosts.peek_mut(host) {
             st.in_flight = st.in_flight.saturating_sub(1);
+            if succeeded {
+                st.backoff.succeeded(&self.settings.load().backoff);
+            }
             st.wake_head();
         }
+    }
+
+    /// Applies `change` to `host`'s back-off (creating its state if new) and wakes its
+    /// queue's head, which then sees the new start time.
+    fn adjust(&self, host: &str, cause: BackoffCause, change: impl FnOnce(&mut Backoff)) {
+        let settings = self.settings.load();
+        let mut state = self.lock();
+        let Some((_, st)) = state.entry(host, &settings) else {
+            return;
+        };
+        change(&mut st.backoff);
+        st.wake_head();
+        self.backoffs[cause.index()].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -468,10 +573,11 @@ impl State {
 
 impl PaceRejected {
     /// A rejection suggesting a retry after `wait`, rounded up to whole seconds, at least 1.
-    fn after(wait: Duration) -> Self {
+    fn after(wait: Duration, site_backoff: Option<BackoffCause>) -> Self {
         let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
         PaceRejected {
             retry_after: Duration::from_secs(secs.max(1)),
+            site_backoff,
         }
     }
 }
@@ -492,10 +598,18 @@ impl Drop for QueueGuard<'_> {
     }
 }
 
+impl PacePermit {
+    /// The origin answered this request normally: on release, the host's extra back-off
+    /// delay (if any) halves. Recorded here so the success costs no lock of its own.
+    pub fn succeeded(&mut self) {
+        self.succeeded = true;
+    }
+}
+
 impl Drop for PacePermit {
     fn drop(&mut self) {
         if let Some(host) = &self.host {
-            self.inner.release(host);
+            self.inner.release(host, self.succeeded);
         }
     }
 }
@@ -526,6 +640,7 @@ mod tests {
             max_wait: Duration::from_secs(60),
             idle_host_ttl: Duration::from_secs(60),
             max_hosts: 1000,
+            backoff: Default::default(),
         }
     }
 
@@ -831,12 +946,12 @@ mod tests {
         ];
         for (wait, want) in cases {
             assert_eq!(
-                PaceRejected::after(wait).retry_after,
+                PaceRejected::after(wait, None).retry_after,
                 Duration::from_secs(want)
             );
         }
         assert_eq!(
-            PaceRejected::after(Duration::from_secs(7)).to_string(),
+            PaceRejected::after(Duration::from_secs(7), None).to_string(),
             "too many requests to this host; retry after 7 s"
         );
     }

@@ -100,6 +100,16 @@ pub enum Answer {
         /// When to try again.
         retry_after: Duration,
     },
+    /// 429: the site asked for a pause or is slowed after errors, longer than
+    /// `rate_limit.max_wait`.
+    SiteBackoff {
+        /// The host being paused.
+        host: String,
+        /// Why.
+        cause: crate::policy::BackoffCause,
+        /// When to try again.
+        retry_after: Duration,
+    },
     /// 403: the client's address is outside `proxy.allow_clients`.
     ClientNotAllowed,
     /// 407: proxy authentication is on and the request has no valid
@@ -179,6 +189,7 @@ impl Answer {
             Answer::RobotsUnreachable { .. } => Reason::RobotsUnreachable,
             Answer::Identity { .. } => Reason::Identity,
             Answer::Pacing { .. } => Reason::Pacing,
+            Answer::SiteBackoff { .. } => Reason::SiteBackoff,
             Answer::ClientNotAllowed => Reason::ClientNotAllowed,
             Answer::ProxyAuth { .. } => Reason::ProxyAuth,
             Answer::DestinationDenied { .. } => Reason::DestinationDenied,
@@ -198,7 +209,7 @@ impl Answer {
     pub fn status(&self) -> StatusCode {
         match self.reason() {
             Reason::ProxyAuth => StatusCode::PROXY_AUTHENTICATION_REQUIRED,
-            Reason::Pacing => StatusCode::TOO_MANY_REQUESTS,
+            Reason::Pacing | Reason::SiteBackoff => StatusCode::TOO_MANY_REQUESTS,
             Reason::RobotsUnreachable => StatusCode::SERVICE_UNAVAILABLE,
             Reason::UpstreamCertificate | Reason::UpstreamError => StatusCode::BAD_GATEWAY,
             Reason::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
@@ -282,6 +293,29 @@ impl Answer {
                  configured delay) and the queue is full. Retry in {} s.\n",
                 whole_seconds(*retry_after)
             ),
+            Answer::SiteBackoff {
+                host,
+                cause,
+                retry_after,
+            } => {
+                let why = match cause {
+                    crate::policy::BackoffCause::RetryAfter(status) => {
+                        format!("it answered {status} with Retry-After")
+                    }
+                    crate::policy::BackoffCause::Status(status) => {
+                        format!("it answered {status}")
+                    }
+                    crate::policy::BackoffCause::ConnectError => "it could not be reached".to_owned(),
+                    crate::policy::BackoffCause::Timeout => "it did not answer in time".to_owned(),
+                    crate::policy::BackoffCause::Reset => "it broke off an answer".to_owned(),
+                };
+                format!(
+                    "429 Too Many Requests: the site asked to slow down\n\n{host} is paused or \
+                     slowed down because {why} ({cause}). Nothing is sent to it meanwhile. \
+                     Retry in {} s.\n",
+                    whole_seconds(*retry_after)
+                )
+            }
             Answer::ClientNotAllowed => {
                 "403 Forbidden\n\nYour address is not in this proxy's proxy.allow_clients.\n".to_owned()
             }
@@ -376,7 +410,7 @@ impl Answer {
                 put(ROBOTS_URL, robots_url);
                 put(RETRY_AFTER, &whole_seconds(*retry_after).to_string());
             }
-            Answer::Pacing { retry_after, .. } => {
+            Answer::Pacing { retry_after, .. } | Answer::SiteBackoff { retry_after, .. } => {
                 put(RETRY_AFTER, &whole_seconds(*retry_after).to_string())
             }
             Answer::ProxyAuth { challenge, .. } => put(http::header::PROXY_AUTHENTICATE, challenge),

@@ -17,7 +17,7 @@ use super::idle::Timeouts;
 use crate::config::{Config, IdentityMode as ConfigIdentityMode, TlsMode};
 use crate::fetch::{FetchError, FetchSettings};
 use crate::policy::auth::{AuthConfigError, ProxyAuth};
-use crate::policy::{IdentityMode, IdentityPolicy, PacingSettings};
+use crate::policy::{BackoffSettings, IdentityMode, IdentityPolicy, PacingSettings};
 use crate::robots::{product_token, Spellings};
 use crate::upstream::{UpstreamBuildError, UpstreamSettings};
 
@@ -157,6 +157,12 @@ impl Settings {
                 max_wait: rate.max_wait,
                 idle_host_ttl: rate.idle_host_ttl,
                 max_hosts: rate.max_hosts.get(),
+                backoff: BackoffSettings {
+                    honor_retry_after: rate.honor_retry_after,
+                    max_backoff: rate.max_backoff,
+                    on_errors: rate.backoff_on_errors,
+                    first_delay: rate.default_delay.max(Duration::from_secs(1)),
+                },
             },
             upstream,
             ca_files: (config.tls.mode == TlsMode::Intercept)

@@ -94,6 +94,7 @@ pub fn unpaced() -> Pacer {
         max_wait: Duration::from_secs(60),
         idle_host_ttl: Duration::from_secs(60),
         max_hosts: 1000,
+        backoff: Default::default(),
     })
 }
 

@@ -5,7 +5,8 @@
 //! its answer; bodies then stream without a limit, and the host's pacing slot
 //! is held until the answer's body has been sent. A protocol upgrade
 //! (WebSocket) keeps its `Upgrade` fields and, once the origin answers `101`,
-//! becomes a byte pipe.
+//! becomes a byte pipe. How the origin did (a `429`/`503`, a failure, or an
+//! ordinary answer) feeds the host's back-off.
 
 use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt;
@@ -17,8 +18,9 @@ use super::super::headers::{prepare_request, prepare_response};
 use super::super::holding_body::HoldingBody;
 use super::super::response::{Answer, Refusal};
 use super::upgrade;
+use crate::fetch::retry_after;
 use crate::origin::Origin;
-use crate::policy::PacePermit;
+use crate::policy::{BackoffCause, PacePermit};
 use crate::upstream::{BoxError, ProxyBody, UpstreamError};
 
 /// Forwards the request and relays the answer.
@@ -26,7 +28,7 @@ pub(super) async fn forward(
     ex: &mut Exchange,
     origin: &Origin,
     mut request: Request<Incoming>,
-    permit: Option<PacePermit>,
+    mut permit: Option<PacePermit>,
 ) -> Result<Response<ProxyBody>, Refusal> {
     let upgrade = wants_upgrade(&request);
     let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut request));
@@ -41,7 +43,7 @@ pub(super) async fn forward(
         let busy = ex.conn.activity.begin();
         let sent = tokio::time::timeout_at(deadline, pools.send_upgrade(request)).await;
         ex.upstream = Some(started.elapsed());
-        let mut response = answered(ex, origin, sent)?;
+        let mut response = answered(ex, origin, sent, &mut permit)?;
         let switching = response.status() == StatusCode::SWITCHING_PROTOCOLS;
         prepare_response(&mut response, &ex.services.via, switching);
         if !switching {
@@ -60,28 +62,52 @@ pub(super) async fn forward(
     }
     let sent = tokio::time::timeout_at(deadline, pools.send(request)).await;
     ex.upstream = Some(started.elapsed());
-    let mut response = answered(ex, origin, sent)?;
+    let mut response = answered(ex, origin, sent, &mut permit)?;
     prepare_response(&mut response, &ex.services.via, false);
     Ok(response.map(|body| HoldingBody::new(body.map_err(BoxError::from).boxed(), permit).boxed()))
 }
 
-/// The origin's response, or the answer for why there is none.
+/// The origin's response, or the answer for why there is none; either way
+/// the host's back-off hears how the origin did.
 fn answered<B>(
     ex: &Exchange,
     origin: &Origin,
     sent: Result<Result<Response<B>, UpstreamError>, tokio::time::error::Elapsed>,
+    permit: &mut Option<PacePermit>,
 ) -> Result<Response<B>, Refusal> {
+    let pacer = &ex.services.pacer;
+    let host = origin.pacing_key();
     let error = match sent {
-        Ok(Ok(response)) => return Ok(response),
+        Ok(Ok(response)) => {
+            let wait = retry_after(response.headers(), std::time::SystemTime::now());
+            match BackoffCause::of_answer(response.status().as_u16(), wait) {
+                Some((cause, Some(wait))) => pacer.pause(host, wait, cause),
+                Some((cause, None)) => pacer.failed(host, cause),
+                None => {
+                    if let Some(permit) = permit {
+                        permit.succeeded();
+                    }
+                }
+            }
+            return Ok(response);
+        }
         Err(_) => {
+            pacer.failed(host, BackoffCause::Timeout);
             return Err(Answer::UpstreamTimeout {
                 origin: origin.to_string(),
                 waited: ex.settings.upstream_timeout,
             }
-            .into())
+            .into());
         }
         Ok(Err(error)) => error,
     };
+    match &error {
+        UpstreamError::Connect { .. } | UpstreamError::ConnectTimeout { .. } => {
+            pacer.failed(host, BackoffCause::ConnectError)
+        }
+        UpstreamError::Protocol(_) => pacer.failed(host, BackoffCause::Reset),
+        _ => {}
+    }
     let host = &origin.host;
     let origin = origin.to_string();
     Err(match error {

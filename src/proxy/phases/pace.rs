@@ -7,6 +7,10 @@
 //! `max_wait` is answered `429`. The permit is held until the answer's body
 //! has been sent, so "in flight" lasts as long as the transfer.
 //!
+//! A site that asked for a pause (`Retry-After`) or is slowed after errors
+//! (see [`crate::policy::backoff`]) holds its requests back the same way; one
+//! that would wait past `max_wait` is answered `429 site-backoff`.
+//!
 //! A CONNECT in intercept mode takes no slot: its requests each take one. A
 //! blind tunnel's start is paced like one request.
 
@@ -38,9 +42,16 @@ pub(crate) async fn pace(ex: &Exchange, origin: &Origin) -> Result<Option<PacePe
         polled
     })
     .await
-    .map_err(|rejected| Answer::Pacing {
-        host: origin.host.clone(),
-        retry_after: rejected.retry_after,
+    .map_err(|rejected| match rejected.site_backoff {
+        Some(cause) => Answer::SiteBackoff {
+            host: origin.host.clone(),
+            cause,
+            retry_after: rejected.retry_after,
+        },
+        None => Answer::Pacing {
+            host: origin.host.clone(),
+            retry_after: rejected.retry_after,
+        },
     })?;
     ex.services
         .metrics
