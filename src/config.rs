@@ -21,6 +21,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::robots::{Spelling, Spellings};
 
+mod profile;
+
+pub use profile::{ProfileConfig, DEFAULT_PROFILE};
+
 /// The duration syntax [`parse_duration`] accepts, quoted in every duration error.
 const DURATION_UNITS: &str = "a duration string such as \"500ms\", \"1.5s\" or \"24h\": \
                               a number followed by a unit, ms, s, m, h or d";
@@ -45,6 +49,10 @@ pub struct Config {
     pub log: LogConfig,
     /// `[auth]`: optional proxy authentication.
     pub auth: AuthConfig,
+    /// `[[profile]]`: per-team robots, selected by proxy-auth user or client
+    /// network; the first that matches wins.
+    #[serde(rename = "profile")]
+    pub profiles: Vec<ProfileConfig>,
 }
 
 /// Errors from loading the configuration.
@@ -128,10 +136,14 @@ impl Config {
     ///
     /// [`ConfigError::Invalid`] for a TOML syntax error, an unknown key, or a bad value.
     pub fn from_toml(text: &str, source_name: &str) -> Result<Config, ConfigError> {
-        toml::from_str(text).map_err(|e: toml::de::Error| ConfigError::Invalid {
+        let invalid = |message: String| ConfigError::Invalid {
             file: source_name.to_owned(),
-            message: e.to_string(),
-        })
+            message,
+        };
+        let mut config: Config =
+            toml::from_str(text).map_err(|e: toml::de::Error| invalid(e.to_string()))?;
+        profile::check(&mut config.profiles, text).map_err(invalid)?;
+        Ok(config)
     }
 }
 
@@ -148,6 +160,12 @@ pub struct ProxyConfig {
     /// to allow everyone. Default: loopback (`127.0.0.0/8`, `::1/128`).
     #[serde(deserialize_with = "de::ip_nets")]
     pub allow_clients: Vec<IpNet>,
+    /// `false`: report-only rollout. Refusals for robots.txt, usage preferences, identity
+    /// (`require`) and pacing are not enforced: the request is forwarded and the answer
+    /// carries `X-Robots-Guard-Would-Refuse`. Security refusals (clients, proxy auth,
+    /// destinations, ports, loops, malformed requests, limits) always hold. Profiles may
+    /// override it. Default true.
+    pub enforce: bool,
     /// Most client connections served at once; further connections wait in the accept
     /// backlog. Bounds memory and file descriptors. Default 4096.
     #[serde(deserialize_with = "de::at_least_one")]
@@ -204,6 +222,7 @@ impl Default for ProxyConfig {
                 const { IpNet::new_assert(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 0)), 8) },
                 const { IpNet::new_assert(IpAddr::V6(Ipv6Addr::LOCALHOST), 128) },
             ],
+            enforce: true,
             max_connections: const { nonzero_usize(4096) },
             header_read_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
@@ -1021,7 +1040,7 @@ mod tests {
             .values()
             .map(|section| section.as_table().map_or(0, |t| t.len()))
             .sum();
-        assert_eq!(count, 13 + 4 + 11 + 10 + 5 + 1 + 4 + 2);
+        assert_eq!(count, 14 + 4 + 11 + 10 + 5 + 1 + 4 + 2);
         assert!(text.contains("# robot_name = "));
     }
 

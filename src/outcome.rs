@@ -13,8 +13,9 @@ use std::time::Duration;
 
 use crate::robots::RuleKind;
 
-/// Why a request ended as it did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// Why a request ended as it did. Ordered as declared: allowed first, then
+/// refusals, throttling, failures (the order of legends and tables).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Reason {
     /// Forwarded to the origin; its answer (whatever its status) was relayed.
     Allowed,
@@ -157,6 +158,25 @@ impl Reason {
     }
 }
 
+impl Reason {
+    /// Refusals a report-only profile (`enforce = false`) waives: the request
+    /// goes on and its answer carries `X-Robots-Guard-Would-Refuse`. They are
+    /// the politeness rules (robots.txt, identity, pacing, the site's own
+    /// back-off); the security refusals (client ACL, proxy auth, destinations,
+    /// ports, loops, malformed requests, limits) always hold.
+    pub fn waivable(self) -> bool {
+        matches!(
+            self,
+            Reason::RobotsDisallow
+                | Reason::RobotsForbidden
+                | Reason::RobotsUnreachable
+                | Reason::Identity
+                | Reason::Pacing
+                | Reason::SiteBackoff
+        )
+    }
+}
+
 impl std::fmt::Display for Reason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.word())
@@ -202,11 +222,92 @@ pub struct Finished<'a> {
     /// Time from the request's arrival to its answer's head (bodies stream
     /// afterwards and are not counted).
     pub duration: Duration,
+    /// The profile the request ran under (`default` for the top level's).
+    pub profile: &'a std::sync::Arc<str>,
+    /// Refusals waived because the profile is report-only, in the order the
+    /// phases found them.
+    pub would_refuse: &'a [Reason],
+    /// The robots.txt copy the request was judged by, when one was consulted.
+    pub robots: Option<RobotsCopy<'a>>,
+}
+
+/// Which robots.txt copy decided a request: enough to answer "what did the
+/// site say then?" from the access log alone.
+#[derive(Debug, Clone, Copy)]
+pub struct RobotsCopy<'a> {
+    /// Where it was fetched from.
+    pub url: &'a str,
+    /// When the origin last gave or confirmed it (2xx, 304 or 4xx), or when
+    /// the failed fetch ended.
+    pub fetched_on: std::time::SystemTime,
+    /// What the proxy made of it: `parsed`, `allow_all` (4xx: no
+    /// restrictions), `disallow_all`, `unreachable` or `certificate`.
+    pub kind: &'static str,
+    /// The status behind `allow_all` / `disallow_all` (`404`, `401`).
+    pub status: Option<u16>,
+    /// Its `ETag`, when the origin gave one.
+    pub etag: Option<&'a str>,
+    /// Its `Last-Modified`, when the origin gave one.
+    pub last_modified: Option<&'a str>,
+    /// The first 12 hex digits of the SHA-256 of the bytes parsed, for a
+    /// file that was parsed.
+    pub sha256: Option<&'a str>,
+    /// The bytes parsed, for quoting a statement.
+    pub body: Option<&'a [u8]>,
+}
+
+/// The longest statement quoted from a robots.txt (bytes).
+const MAX_STATEMENT: usize = 512;
+
+impl RobotsCopy<'_> {
+    /// Line `line` (1-based) of the file as the site wrote it, trimmed and
+    /// cut to a bounded length: the statement an audit quotes.
+    pub fn statement(&self, line: u32) -> Option<String> {
+        let text = crate::robots::nth_line(self.body?, line)?;
+        let text = String::from_utf8_lossy(&text[..text.len().min(MAX_STATEMENT)]);
+        Some(text.trim().to_owned())
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_statement_is_quoted_as_written() {
+        let copy = RobotsCopy {
+            url: "http://a.example/robots.txt",
+            fetched_on: std::time::SystemTime::UNIX_EPOCH,
+            kind: "parsed",
+            status: None,
+            etag: None,
+            last_modified: None,
+            sha256: None,
+            body: Some(b"User-agent: *\r\n  Disallow: /private  # keep out\rAllow: /"),
+        };
+        assert_eq!(
+            copy.statement(2).as_deref(),
+            Some("Disallow: /private  # keep out")
+        );
+        assert_eq!(copy.statement(3).as_deref(), Some("Allow: /"));
+        assert_eq!(copy.statement(0), None);
+        assert_eq!(copy.statement(4), None);
+    }
+
+    #[test]
+    fn security_refusals_are_never_waived() {
+        for reason in Reason::ALL {
+            let politeness = matches!(reason.class(), Class::Throttled)
+                || matches!(
+                    reason,
+                    Reason::RobotsDisallow
+                        | Reason::RobotsForbidden
+                        | Reason::RobotsUnreachable
+                        | Reason::Identity
+                );
+            assert_eq!(reason.waivable(), politeness, "{reason}");
+        }
+    }
 
     #[test]
     fn every_reason_has_its_own_word() {

@@ -157,7 +157,11 @@ pub fn log_request(r: &Finished<'_>) {
         method = r.method,
         url = %r.url,
         agent = r.agent,
+        profile = &**r.profile,
         outcome = r.reason.word(),
+        would_refuse = (!r.would_refuse.is_empty())
+            .then_some(WouldRefuse(r.would_refuse))
+            .map(tracing::field::display),
         rule_line = r.rule.map(|rule| rule.line),
         status = r.status,
         upstream_ms = r.upstream.map(millis),
@@ -166,6 +170,21 @@ pub fn log_request(r: &Finished<'_>) {
     );
     if let Some(access) = ACCESS_LOG.get() {
         access.record(r);
+    }
+}
+
+/// Waived reasons as one comma-separated value.
+struct WouldRefuse<'a>(&'a [crate::outcome::Reason]);
+
+impl std::fmt::Display for WouldRefuse<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, reason) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            f.write_str(reason.word())?;
+        }
+        Ok(())
     }
 }
 

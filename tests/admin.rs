@@ -103,11 +103,11 @@ async fn metrics_count_requests_fetches_cache_latency_and_connections() {
         assert_eq!(sample(m, series), Some(want), "{series} in\n{m}");
     };
     expect(
-        r#"robots_guard_requests_total{outcome="allowed",status="200"}"#,
+        r#"robots_guard_requests_total{outcome="allowed",status="200",profile="default"}"#,
         2.0,
     );
     expect(
-        r#"robots_guard_requests_total{outcome="robots-disallow",status="403"}"#,
+        r#"robots_guard_requests_total{outcome="robots-disallow",status="403",profile="default"}"#,
         2.0,
     );
     expect(r#"robots_guard_robots_fetches_total{outcome="ok"}"#, 1.0);
@@ -190,7 +190,7 @@ async fn pacing_rejections_are_counted() {
     assert_eq!(
         sample(
             &m,
-            r#"robots_guard_requests_total{outcome="pacing",status="429"}"#
+            r#"robots_guard_requests_total{outcome="pacing",status="429",profile="default"}"#
         ),
         Some(f64::from(rejected))
     );

@@ -180,7 +180,7 @@ METRICS=$(curl -s --noproxy '*' "$ADMIN/metrics")
 check "metrics: one robots.txt fetch per origin" "2" \
   "$(sed -n 's/^robots_guard_robots_fetches_total{outcome="ok"} //p' <<<"$METRICS")"
 check "metrics: disallowed requests counted" "yes" \
-  "$(grep -q '^robots_guard_requests_total{outcome="robots-disallow",status="403"} [1-9]' <<<"$METRICS" && echo yes || echo no)"
+  "$(grep -q '^robots_guard_requests_total{outcome="robots-disallow",status="403",profile="default"} [1-9]' <<<"$METRICS" && echo yes || echo no)"
 # Read by real parsers: Prometheus' classic text format by default, OpenMetrics
 # when the scraper asks for it. Each must see the counter as a counter.
 OPENMETRICS=$(curl -s --noproxy '*' -H 'Accept: application/openmetrics-text; version=1.0.0' "$ADMIN/metrics")
@@ -232,7 +232,7 @@ else
 fi
 
 # The proxy logged one line per request.
-check "requests logged" "yes" "$(grep -q 'outcome="robots-disallow" rule_line=2 status=403' "$WORK/proxy.log" && echo yes || echo no)"
+check "requests logged" "yes" "$(grep -q 'profile="default" outcome="robots-disallow" rule_line=2 status=403' "$WORK/proxy.log" && echo yes || echo no)"
 
 echo
 echo "e2e: $passed passed, $failed failed"

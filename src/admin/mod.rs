@@ -11,6 +11,7 @@
 //! authenticates. The proxy binds whatever the config says, because an
 //! operator may have such a front end.
 
+mod chart;
 mod status_page;
 
 use std::convert::Infallible;
@@ -143,7 +144,8 @@ fn route(live: &Live, request: &Request<Incoming>) -> Response<Full<Bytes>> {
         "/metrics" => metrics(live, request),
         "/healthz" => text(StatusCode::OK, "ok\n"),
         "/" => {
-            let html = status_page::render(&live.settings(), live.services());
+            let profile = profile_asked_for(request.uri().query());
+            let html = status_page::render(&live.settings(), live.services(), profile);
             let mut response = answer(StatusCode::OK, "text/html; charset=utf-8", html);
             let headers = response.headers_mut();
             // No scripts at all; inline styles only. Anything from the
@@ -167,6 +169,21 @@ fn route(live: &Live, request: &Request<Incoming>) -> Response<Full<Bytes>> {
             "not found; this is the robots-guard admin endpoint: /, /metrics, /healthz\n",
         ),
     }
+}
+
+/// `NAME` of a `profile=NAME` query. Profile names are plain words (letters,
+/// digits, `-`, `_`, `.`), so nothing needs decoding; anything else selects
+/// no profile.
+fn profile_asked_for(query: Option<&str>) -> Option<&str> {
+    query?
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("profile="))
+        .filter(|name| {
+            !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        })
 }
 
 /// The exposition: the classic Prometheus text format, unless the scraper's

@@ -1,6 +1,11 @@
 //! The status page: server-rendered HTML, no scripts, reloaded by a
 //! `<meta http-equiv="refresh">`. Everything that came from the network
 //! (hosts, URLs, agents, reasons, rules) goes through [`escape`].
+//!
+//! `/?profile=NAME` narrows the totals, the chart, the hosts and the
+//! refusals to one profile's requests; the profiles in force and the hosts
+//! a site paused are shown either way (pacing is one per host, across
+//! profiles).
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -15,6 +20,7 @@ use crate::fetch::{RobotsEntry, RobotsRules};
 use crate::metrics::{Denial, HostActivity};
 use crate::origin::Origin;
 use crate::policy::HostPaceStats;
+use crate::proxy::Profile;
 use crate::proxy::{Services, Settings};
 
 /// Rows in the host table: the most recently active hosts, then hosts that
@@ -56,10 +62,17 @@ th.num, td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .origin + .origin { margin-top: .25rem; }
 .empty { color: var(--muted); padding: 1rem 0; }
 footer { margin-top: 2rem; color: var(--muted); font-size: .8rem; }
+nav.filter { margin: 0 0 .5rem; } nav.filter a, nav.filter strong { margin-right: .5rem; }
+figure.chart { margin: 0; } figure.chart svg { width: 100%; height: auto; max-height: 18rem; }
+svg .grid { stroke: var(--line); stroke-width: 1; } svg .axis { fill: var(--muted); font-size: 10px; }
+ul.legend { list-style: none; padding: 0; margin: .25rem 0 0; display: flex; flex-wrap: wrap; gap: .25rem 1rem; }
+.swatch { display: inline-block; width: .75rem; height: .75rem; border-radius: 2px; margin-right: .3rem;
+  vertical-align: -1px; }
 "#;
 
-/// The whole page for the proxy's state now.
-pub fn render(settings: &Settings, services: &Services) -> String {
+/// The whole page for the proxy's state now, of every profile or of
+/// `profile`.
+pub fn render(settings: &Settings, services: &Services, profile: Option<&str>) -> String {
     let now = Instant::now();
     let wall = SystemTime::now();
     let mut page = String::with_capacity(32 * 1024);
@@ -71,10 +84,24 @@ pub fn render(settings: &Settings, services: &Services) -> String {
          <link rel=\"icon\" href=\"data:,\">\
          <title>robots-guard status</title><style>{STYLE}</style></head><body>\n"
     );
-    summary(&mut page, settings, services);
+    summary(&mut page, settings, services, profile);
+    profiles(&mut page, settings, services, profile);
+    let _ = writeln!(
+        page,
+        "<h2>Requests per minute <span class=\"muted\">(last hour, UTC, {})</span></h2>",
+        profile.map_or_else(
+            || "every profile".to_owned(),
+            |p| format!("profile {}", escape(p))
+        )
+    );
+    super::chart::render(
+        &mut page,
+        &services.metrics.last_hour(profile),
+        profile.unwrap_or("every profile"),
+    );
     backoffs(&mut page, services);
-    hosts(&mut page, services, now);
-    denials(&mut page, &services.metrics.denials(), wall);
+    hosts(&mut page, services, now, profile);
+    denials(&mut page, &services.metrics.denials(profile), wall);
     let _ = write!(
         page,
         "<footer>Refreshes every {REFRESH_SECONDS} s · {} UTC · \
@@ -85,9 +112,9 @@ pub fn render(settings: &Settings, services: &Services) -> String {
     page
 }
 
-fn summary(page: &mut String, settings: &Settings, services: &Services) {
+fn summary(page: &mut String, settings: &Settings, services: &Services, profile: Option<&str>) {
     let metrics = &services.metrics;
-    let totals = metrics.totals();
+    let totals = metrics.totals(profile);
     let cache = services.robots.stats();
     let sources = metrics.sources();
     let mode = match settings.tls_mode {
@@ -103,9 +130,10 @@ fn summary(page: &mut String, settings: &Settings, services: &Services) {
         age(metrics.uptime()),
     );
     let minted = services.minter.current().map_or(0, |m| m.minted_count());
-    let items: [(&str, String); 9] = [
+    let items: [(&str, String); 10] = [
         ("allowed", totals.allowed.to_string()),
         ("denied", totals.denied.to_string()),
+        ("would refuse", totals.would_refuse.to_string()),
         ("429 (pacing)", totals.throttled.to_string()),
         ("upstream failed", totals.failed.to_string()),
         ("open connections", metrics.open_connections().to_string()),
@@ -123,6 +151,99 @@ fn summary(page: &mut String, settings: &Settings, services: &Services) {
     page.push_str("</dl>\n");
 }
 
+/// The profiles in force, each a link that narrows the page to it.
+fn profiles(page: &mut String, settings: &Settings, services: &Services, shown: Option<&str>) {
+    let all: Vec<&Arc<Profile>> = settings
+        .profiles
+        .iter()
+        .chain(std::iter::once(&settings.default_profile))
+        .collect();
+    let _ = writeln!(
+        page,
+        "<h2>Profiles in force <span class=\"muted\">({})</span></h2>",
+        all.len()
+    );
+    page.push_str("<nav class=\"filter\">Show: ");
+    let link = |page: &mut String, name: Option<&str>| {
+        let label = name.unwrap_or("every profile");
+        if name == shown {
+            let _ = write!(page, "<strong>{}</strong> ", escape(label));
+        } else {
+            let href = name.map_or_else(|| "/".to_owned(), |n| format!("/?profile={n}"));
+            let _ = write!(page, "<a href=\"{}\">{}</a> ", escape(&href), escape(label));
+        }
+    };
+    link(page, None);
+    for profile in &all {
+        link(page, Some(&profile.name));
+    }
+    page.push_str("</nav>\n");
+    if let Some(name) = shown {
+        if !all.iter().any(|p| &*p.name == name) {
+            let _ = writeln!(
+                page,
+                "<p class=\"empty\">No profile named {} is in force; its past requests, if \
+                 any, are shown.</p>",
+                escape(name)
+            );
+        }
+    }
+    page.push_str(
+        "<div class=\"scroll\"><table id=\"profiles\"><thead><tr><th>Profile</th><th>Selected by</th>\
+         <th>Robot name</th><th>Mode</th><th class=\"num\">Min delay</th><th>Extra denied</th>\
+         <th class=\"num\">Allowed</th><th class=\"num\">Refused</th>\
+         <th class=\"num\">Would refuse</th></tr></thead><tbody>\n",
+    );
+    for profile in all {
+        let totals = services.metrics.totals(Some(&profile.name));
+        let selected_by = if profile.users().is_empty() && profile.clients().is_empty() {
+            "<span class=\"muted\">every other client</span>".to_owned()
+        } else {
+            let users = profile
+                .users()
+                .iter()
+                .map(|u| format!("user {}", escape(u)));
+            let nets = profile.clients().iter().map(|n| escape(&n.to_string()));
+            users.chain(nets).collect::<Vec<_>>().join(", ")
+        };
+        let mode = if profile.enforce {
+            "<span class=\"badge ok\">enforce</span>"
+        } else {
+            "<span class=\"badge info\">report-only</span>"
+        };
+        let denied = if profile.deny_destinations.is_empty() {
+            "<span class=\"muted\">–</span>".to_owned()
+        } else {
+            profile
+                .deny_destinations
+                .iter()
+                .map(|n| escape(&n.to_string()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let _ = write!(
+            page,
+            "<tr><td class=\"mono\">{}</td><td class=\"mono\">{selected_by}</td><td class=\"mono\">{}</td>\
+             <td>{mode}</td><td class=\"num\">{}</td><td class=\"mono\">{denied}</td>",
+            escape(&profile.name),
+            profile.robot_name.as_deref().map_or_else(
+                || "<span class=\"muted\">User-Agent's token</span>".to_owned(),
+                escape
+            ),
+            if profile.min_delay.is_zero() {
+                "–".to_owned()
+            } else {
+                delay(profile.min_delay)
+            },
+        );
+        count_cell(page, totals.allowed);
+        count_cell(page, totals.denied + totals.throttled + totals.failed);
+        count_cell(page, totals.would_refuse);
+        page.push_str("</tr>\n");
+    }
+    page.push_str("</tbody></table></div>\n");
+}
+
 /// One row of the host table.
 struct HostRow {
     host: String,
@@ -131,10 +252,10 @@ struct HostRow {
     pace: Option<HostPaceStats>,
 }
 
-fn hosts(page: &mut String, services: &Services, now: Instant) {
+fn hosts(page: &mut String, services: &Services, now: Instant, profile: Option<&str>) {
     let mut rows: Vec<HostRow> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
-    for (host, activity) in services.metrics.hosts(MAX_HOST_ROWS) {
+    for (host, activity) in services.metrics.hosts(MAX_HOST_ROWS, profile) {
         index.insert(host.clone(), rows.len());
         rows.push(HostRow {
             host,
@@ -146,7 +267,8 @@ fn hosts(page: &mut String, services: &Services, now: Instant) {
     for (origin, entry) in services.robots.snapshot(MAX_CACHE_ROWS) {
         let at = match index.get(&origin.host) {
             Some(&at) => at,
-            None if rows.len() < MAX_HOST_ROWS => {
+            // A profile's view lists the hosts it sent requests to only.
+            None if rows.len() < MAX_HOST_ROWS && profile.is_none() => {
                 index.insert(origin.host.clone(), rows.len());
                 rows.push(HostRow {
                     host: origin.host.clone(),
@@ -179,7 +301,7 @@ fn hosts(page: &mut String, services: &Services, now: Instant) {
     page.push_str(
         "<div class=\"scroll\"><table id=\"hosts\"><thead><tr><th>Host</th><th>robots.txt</th>\
          <th class=\"num\">Allowed</th><th class=\"num\">Denied</th><th class=\"num\">429</th>\
-         <th class=\"num\">Failed</th><th class=\"num\">Delay</th>\
+         <th class=\"num\">Failed</th><th class=\"num\">Would refuse</th><th class=\"num\">Delay</th>\
          <th class=\"num\">In flight / queued</th><th>Last request</th></tr></thead><tbody>\n",
     );
     for row in &rows {
@@ -195,14 +317,10 @@ fn hosts(page: &mut String, services: &Services, now: Instant) {
             robots_cell(page, origin, entry, now);
         }
         page.push_str("</td>");
-        let a = row.activity;
-        for n in [
-            a.map(|a| a.allowed),
-            a.map(|a| a.denied),
-            a.map(|a| a.throttled),
-            a.map(|a| a.failed),
-        ] {
-            count_cell(page, n.unwrap_or(0));
+        let a = row.activity.as_ref();
+        let c = a.map(|a| a.counts).unwrap_or_default();
+        for n in [c.allowed, c.denied, c.throttled, c.failed, c.would_refuse] {
+            count_cell(page, n);
         }
         match row.pace {
             Some(p) => {
@@ -335,7 +453,7 @@ fn backoffs(page: &mut String, services: &Services) {
 fn denials(page: &mut String, denials: &[Denial], wall: SystemTime) {
     let _ = writeln!(
         page,
-        "<h2>Recent denials <span class=\"muted\">(last {})</span></h2>",
+        "<h2>Recent refusals <span class=\"muted\">(and would-refuse; last {})</span></h2>",
         crate::metrics::DENIAL_CAPACITY
     );
     if denials.is_empty() {
@@ -344,31 +462,39 @@ fn denials(page: &mut String, denials: &[Denial], wall: SystemTime) {
     }
     page.push_str(
         "<div class=\"scroll\"><table id=\"denials\"><thead><tr><th>When</th><th>Client</th><th>Request</th>\
-         <th>Agent</th><th class=\"num\">Status</th><th>Reason</th><th>Rule</th></tr></thead><tbody>\n",
+         <th>Profile</th><th>Agent</th><th class=\"num\">Status</th><th>Reason</th><th>Rule</th></tr></thead><tbody>\n",
     );
     for d in denials {
         let ago = wall.duration_since(d.at).unwrap_or(Duration::ZERO);
-        let class = if d.status == 429 || d.status == 503 {
+        let class = if d.waived {
+            "info"
+        } else if d.status == 429 || d.status == 503 {
             "warn"
         } else {
             "bad"
+        };
+        let reason = if d.waived {
+            format!("would refuse: {}", d.reason.word())
+        } else {
+            d.reason.word().to_owned()
         };
         let _ = write!(
             page,
             "<tr><td title=\"{clock} UTC\">{} ago</td><td class=\"mono\">{}</td>\
              <td class=\"mono url\"><span class=\"muted\">{}</span> {}</td><td class=\"mono\">{}</td>\
-             <td class=\"num\"><span class=\"{class}\">{}</span></td><td>{}</td><td class=\"mono\">",
+             <td class=\"mono\">{}</td>\
+             <td class=\"num\"><span class=\"{class}\">{}</span></td><td>{reason}</td><td class=\"mono\">",
             age(ago),
             escape(&d.client.ip().to_string()),
             escape(&d.method),
             escape(&d.url),
+            escape(&d.profile),
             if d.agent.is_empty() {
                 "<span class=\"muted\">–</span>".to_string()
             } else {
                 escape(&d.agent)
             },
             d.status,
-            d.reason.word(),
             clock = clock(d.at),
         );
         match (&d.rule, d.line) {

@@ -147,6 +147,7 @@ pub enum FetchError {
 #[derive(Debug)]
 pub struct RobotsFile {
     body: bytes::Bytes,
+    sha256: String,
     parsed: RobotsTxt,
     folded: std::sync::OnceLock<RobotsTxt>,
 }
@@ -157,6 +158,7 @@ impl RobotsFile {
         let body = body.into();
         RobotsFile {
             parsed: RobotsTxt::parse(&body),
+            sha256: short_sha256(&body),
             body,
             folded: std::sync::OnceLock::new(),
         }
@@ -167,12 +169,36 @@ impl RobotsFile {
         &self.body
     }
 
+    /// The first 12 hex digits of the SHA-256 of [`body`](Self::body): names
+    /// this copy in the access log and the audit, so two records can be seen
+    /// to have been judged by the same bytes.
+    pub fn sha256(&self) -> &str {
+        &self.sha256
+    }
+
     /// The file parsed from its lower-cased bytes
     /// ([`RobotsTxt::parse_case_folded`]), parsed once on first use.
     pub fn case_folded(&self) -> &RobotsTxt {
         self.folded
             .get_or_init(|| RobotsTxt::parse_case_folded(&self.body))
     }
+}
+
+fn header_text(value: Option<&HeaderValue>) -> Option<&str> {
+    value.and_then(|v| v.to_str().ok())
+}
+
+/// The first 6 bytes of the SHA-256 of `bytes`, in hex: 48 bits tell copies
+/// of one site's robots.txt apart.
+fn short_sha256(bytes: &[u8]) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
+    digest.as_ref()[..6]
+        .iter()
+        .fold(String::with_capacity(12), |mut hex, byte| {
+            use std::fmt::Write as _;
+            let _ = write!(hex, "{byte:02x}");
+            hex
+        })
 }
 
 impl std::ops::Deref for RobotsFile {
@@ -274,6 +300,8 @@ pub struct RobotsEntry {
     /// a failure without a stand-in, when the failed attempt ended. The age compared
     /// with `stale_for`.
     pub fetched_at: Instant,
+    /// `fetched_at` on the wall clock, for the audit trail.
+    pub fetched_on: std::time::SystemTime,
     /// When the latest fetch attempt ended, whatever its outcome.
     pub checked_at: Instant,
     /// After this instant the entry is refetched (revalidated when it has validators).
@@ -293,6 +321,27 @@ pub struct RobotsEntry {
 }
 
 impl RobotsEntry {
+    /// The copy's record for the access log and the audit.
+    pub fn copy(&self) -> crate::outcome::RobotsCopy<'_> {
+        let (status, file) = match &self.rules {
+            RobotsRules::Parsed(file) => (None, Some(file)),
+            RobotsRules::AllowAll { status } | RobotsRules::DisallowAll { status } => {
+                (Some(status.as_u16()), None)
+            }
+            RobotsRules::Unreachable { .. } | RobotsRules::Certificate { .. } => (None, None),
+        };
+        crate::outcome::RobotsCopy {
+            url: &self.robots_url,
+            fetched_on: self.fetched_on,
+            kind: self.rules.kind(),
+            status,
+            etag: header_text(self.validators.etag.as_ref()),
+            last_modified: header_text(self.validators.last_modified.as_ref()),
+            sha256: file.map(|f| f.sha256()),
+            body: file.map(|f| f.body()),
+        }
+    }
+
     /// Still usable without a fetch at `now`.
     pub fn is_fresh(&self, now: Instant) -> bool {
         now < self.expires_at

@@ -182,6 +182,11 @@ impl ProxyAuth {
         }))
     }
 
+    /// Is `name` one of the users?
+    pub fn has_user(&self, name: &str) -> bool {
+        self.users.contains_key(name)
+    }
+
     /// The `Proxy-Authenticate` challenge.
     pub fn challenge(&self) -> String {
         format!(

@@ -99,48 +99,56 @@ impl IdentityPolicy {
     ///
     /// [`IdentityError::MissingUserAgent`] / [`IdentityError::MissingFrom`] when a header
     /// under `require` is missing or blank; [`IdentityError::InvalidFrom`] when a `From` under
-    /// `require` or `fill` is not a mailbox. On error `headers` may already have a filled-in
-    /// `User-Agent`; the request is refused anyway.
+    /// `require` or `fill` is not a mailbox. On error the other header has still been
+    /// filled in where its mode says so.
     pub fn apply(&self, headers: &mut HeaderMap) -> Result<(), IdentityError> {
-        match self.user_agent {
-            IdentityMode::Pass => {}
-            mode => {
-                let present = headers.get(USER_AGENT).is_some_and(names_a_robot);
-                if !present {
-                    if mode == IdentityMode::Require {
-                        return Err(IdentityError::MissingUserAgent);
-                    }
-                    // `insert` replaces a blank value too: a blank header is as good as none.
-                    headers.insert(USER_AGENT, self.default_user_agent.clone());
-                }
-            }
-        }
+        // Both headers are checked and filled whatever the first's verdict:
+        // a report-only profile forwards a refused request, and what `fill`
+        // adds must be on it then too. The first problem is the one reported.
+        let agent = self.apply_user_agent(headers);
+        let from = self.apply_from(headers);
+        agent.and(from)
+    }
 
-        match self.from {
-            IdentityMode::Pass => {}
-            mode => {
-                let mut any = false;
-                for value in headers.get_all(FROM) {
-                    if is_blank(value.as_bytes()) {
-                        continue;
-                    }
-                    any = true;
-                    // A From that is not UTF-8 cannot be a mailbox we could tell anyone about.
-                    let ok = std::str::from_utf8(value.as_bytes()).is_ok_and(is_mailbox);
-                    if !ok {
-                        return Err(IdentityError::InvalidFrom {
-                            value: echo(value.as_bytes()),
-                        });
-                    }
-                }
-                if !any {
-                    if mode == IdentityMode::Require {
-                        return Err(IdentityError::MissingFrom);
-                    }
-                    headers.insert(FROM, self.default_from.clone());
-                }
+    fn apply_user_agent(&self, headers: &mut HeaderMap) -> Result<(), IdentityError> {
+        if self.user_agent == IdentityMode::Pass
+            || headers.get(USER_AGENT).is_some_and(names_a_robot)
+        {
+            return Ok(());
+        }
+        if self.user_agent == IdentityMode::Require {
+            return Err(IdentityError::MissingUserAgent);
+        }
+        // `insert` replaces a blank value too: a blank header is as good as none.
+        headers.insert(USER_AGENT, self.default_user_agent.clone());
+        Ok(())
+    }
+
+    fn apply_from(&self, headers: &mut HeaderMap) -> Result<(), IdentityError> {
+        if self.from == IdentityMode::Pass {
+            return Ok(());
+        }
+        let mut any = false;
+        for value in headers.get_all(FROM) {
+            if is_blank(value.as_bytes()) {
+                continue;
+            }
+            any = true;
+            // A From that is not UTF-8 cannot be a mailbox we could tell anyone about.
+            let ok = std::str::from_utf8(value.as_bytes()).is_ok_and(is_mailbox);
+            if !ok {
+                return Err(IdentityError::InvalidFrom {
+                    value: echo(value.as_bytes()),
+                });
             }
         }
+        if any {
+            return Ok(());
+        }
+        if self.from == IdentityMode::Require {
+            return Err(IdentityError::MissingFrom);
+        }
+        headers.insert(FROM, self.default_from.clone());
         Ok(())
     }
 }

@@ -12,5 +12,6 @@ pub mod identity;
 pub mod rate;
 
 pub use backoff::{BackoffCause, BackoffSettings, BackoffView};
+pub use destination::DestinationError;
 pub use identity::{is_mailbox, IdentityError, IdentityMode, IdentityPolicy};
 pub use rate::{HostPaceStats, PacePermit, PaceRejected, Pacer, PacingSettings};

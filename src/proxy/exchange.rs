@@ -15,8 +15,9 @@ use tokio::time::Instant;
 
 use super::idle::Activity;
 use super::services::Services;
-use super::settings::Settings;
+use super::settings::{Profile, Settings};
 use super::ConnectionScope;
+use crate::fetch::RobotsEntry;
 use crate::origin::Origin;
 use crate::outcome::{DecidingRule, Finished, Reason};
 use crate::robots::RuleKind;
@@ -72,11 +73,22 @@ pub(crate) struct Exchange {
     pub connect: bool,
     /// The authenticated proxy user.
     pub user: Option<String>,
+    /// The robot this client is: its profile, chosen by the admit phase
+    /// (the top level's until then).
+    pub profile: Arc<Profile>,
+    /// Refusals waived because the profile is report-only; they go out as
+    /// `X-Robots-Guard-Would-Refuse` and are logged and counted.
+    pub would_refuse: Vec<Reason>,
+    /// The robots.txt refusal a report-only profile let through, for the
+    /// deciding rule in the log.
+    pub waived_disallow: Option<Box<super::response::Answer>>,
     /// The origin, once the target phase has read it (the phases after it
     /// are handed it directly; this copy is for `finish`).
     pub origin: Option<Arc<Origin>>,
     /// The product token robots.txt is matched for.
     pub agent: String,
+    /// The robots.txt copy the request was judged by, for the audit trail.
+    pub robots: Option<Arc<RobotsEntry>>,
     /// The robots.txt rule that decided, if one did.
     pub rule: Option<(RuleKind, u32)>,
     /// The spacing robots.txt asks for (`Crawl-delay`, `Request-rate`).
@@ -121,8 +133,13 @@ impl Exchange {
             } => absolute_url(request.uri(), origin, authority),
             Entry::Listener => request.uri().clone(),
         };
+        let settings = live.settings();
         Exchange {
-            settings: live.settings(),
+            profile: settings.default_profile.clone(),
+            would_refuse: Vec::new(),
+            waived_disallow: None,
+            robots: None,
+            settings,
             services: live.services().clone(),
             started: Instant::now(),
             method: request.method().clone(),
@@ -165,6 +182,9 @@ impl Exchange {
             status,
             upstream: self.upstream,
             duration: self.started.elapsed(),
+            profile: &self.profile.name,
+            would_refuse: &self.would_refuse,
+            robots: self.robots.as_deref().map(RobotsEntry::copy),
         }
     }
 }

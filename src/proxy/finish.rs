@@ -1,6 +1,7 @@
 //! The one place a finished request is logged and counted.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::{StatusCode, Uri};
@@ -36,7 +37,19 @@ pub(crate) fn finish(ex: &Exchange, reason: Reason, answer: Option<&Answer>, sta
 /// Logs and counts a connection refused before any request was read (a
 /// client outside `proxy.allow_clients`, a head hyper could not read).
 pub(crate) fn refused_connection(live: &Live, client: SocketAddr, answer: &Answer) {
-    refused_outside_the_pipeline(live.services(), client, "-", &Uri::default(), "", answer);
+    let settings = live.settings();
+    // No request was read, so no user: the profile is the one the client's
+    // address selects, if any.
+    let profile = &settings.profile_for(None, client.ip()).name;
+    refused_outside_the_pipeline(
+        live.services(),
+        client,
+        "-",
+        &Uri::default(),
+        "",
+        profile,
+        answer,
+    );
 }
 
 /// Logs and counts a blind tunnel closed once it showed TLS (see
@@ -46,9 +59,10 @@ pub(crate) fn refused_tunnel(
     client: SocketAddr,
     url: &Uri,
     agent: &str,
+    profile: &Arc<str>,
     answer: &Answer,
 ) {
-    refused_outside_the_pipeline(services, client, "CONNECT", url, agent, answer);
+    refused_outside_the_pipeline(services, client, "CONNECT", url, agent, profile, answer);
 }
 
 fn refused_outside_the_pipeline(
@@ -57,6 +71,7 @@ fn refused_outside_the_pipeline(
     method: &str,
     url: &Uri,
     agent: &str,
+    profile: &Arc<str>,
     answer: &Answer,
 ) {
     let record = Finished {
@@ -71,6 +86,9 @@ fn refused_outside_the_pipeline(
         status: answer.status().as_u16(),
         upstream: None,
         duration: Duration::ZERO,
+        profile,
+        would_refuse: &[],
+        robots: None,
     };
     log_request(&record);
     services.metrics.record(&record);

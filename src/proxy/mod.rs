@@ -68,7 +68,7 @@ use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 pub use phases::repeated_segments;
 pub use reload::{ApplyError, Live, ReloadError, Reloaded};
 pub use services::{Services, ServicesError};
-pub use settings::{Settings, SettingsError};
+pub use settings::{Profile, Settings, SettingsError};
 
 use crate::config::Config;
 use listener::Acceptor;

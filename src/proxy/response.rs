@@ -34,6 +34,13 @@ pub const SERVED_AS: HeaderName = HeaderName::from_static("x-robots-guard-served
 /// `X-Robots-Guard-Spelling`: the spellings that lead to that form.
 pub const SPELLING: HeaderName = HeaderName::from_static("x-robots-guard-spelling");
 
+/// `X-Robots-Guard-Profile`: the profile (robot) a refused or report-only
+/// request ran under.
+pub const PROFILE: HeaderName = HeaderName::from_static("x-robots-guard-profile");
+/// `X-Robots-Guard-Would-Refuse`: on a report-only profile's forwarded
+/// answer, the reasons it would have been refused for, comma-separated.
+pub const WOULD_REFUSE: HeaderName = HeaderName::from_static("x-robots-guard-would-refuse");
+
 /// A URL disallowed as a server reads it (`//private/x` as `/private/x`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServedAs {
@@ -362,9 +369,25 @@ impl Answer {
         }
     }
 
+    /// The full HTTP response to a request that ran under `profile`: the
+    /// body names it, and `X-Robots-Guard-Profile` carries it.
+    pub fn into_response_for(self, profile: &str) -> Response<ProxyBody> {
+        let body = format!("{}Profile: {profile}\n", self.body());
+        let mut response = self.response_with_body(body);
+        if let Ok(value) = HeaderValue::from_str(profile) {
+            response.headers_mut().insert(PROFILE, value);
+        }
+        response
+    }
+
     /// The full HTTP response.
     pub fn into_response(self) -> Response<ProxyBody> {
-        let mut response = Response::new(text_body(self.body()));
+        let body = self.body();
+        self.response_with_body(body)
+    }
+
+    fn response_with_body(self, body: String) -> Response<ProxyBody> {
+        let mut response = Response::new(text_body(body));
         *response.status_mut() = self.status();
         let headers = response.headers_mut();
         headers.insert(

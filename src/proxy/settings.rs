@@ -6,15 +6,18 @@
 //! The parts of the proxy that hold state ([`super::services::Services`])
 //! are kept across reloads and take their new settings from here.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::HeaderValue;
 use ipnet::IpNet;
 
 use super::idle::Timeouts;
-use crate::config::{Config, IdentityMode as ConfigIdentityMode, TlsMode};
+use crate::config::{
+    Config, IdentityMode as ConfigIdentityMode, ProfileConfig, TlsMode, DEFAULT_PROFILE,
+};
 use crate::fetch::{FetchError, FetchSettings};
 use crate::policy::auth::{AuthConfigError, ProxyAuth};
 use crate::policy::{BackoffSettings, IdentityMode, IdentityPolicy, PacingSettings};
@@ -24,16 +27,57 @@ use crate::upstream::{UpstreamBuildError, UpstreamSettings};
 /// How long a pooled upstream connection may stay idle.
 const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
-/// The configuration as the pipeline reads it.
+/// A robot: a team's (`[[profile]]`), or the top level's for clients no
+/// profile matches (named `default`). What the phases read per client.
 #[derive(Debug)]
-pub struct Settings {
+pub struct Profile {
+    /// The profile's name, for logs, metrics and answers (shared: every
+    /// request's record and metrics labels carry it).
+    pub name: Arc<str>,
+    /// Proxy-auth users it is for.
+    users: Vec<String>,
+    /// Client networks it is for.
+    clients: Vec<IpNet>,
     /// `User-Agent` / `From` checks.
     pub identity: IdentityPolicy,
-    /// `identity.robot_name`: overrides the User-Agent's product token.
+    /// `robot_name`: overrides the User-Agent's product token.
     pub robot_name: Option<String>,
     /// The configured identity's product token, for tunnel-mode CONNECTs
     /// that name no agent.
     pub default_agent: String,
+    /// `enforce`: false is report-only.
+    pub enforce: bool,
+    /// `min_delay`: a floor on the spacing of this profile's requests at a host.
+    pub min_delay: Duration,
+    /// `deny_destinations` beyond the global ones.
+    pub deny_destinations: Vec<IpNet>,
+}
+
+impl Profile {
+    /// The proxy-auth users it is for.
+    pub fn users(&self) -> &[String] {
+        &self.users
+    }
+
+    /// The client networks it is for.
+    pub fn clients(&self) -> &[IpNet] {
+        &self.clients
+    }
+
+    /// Does this profile select a request from `client` by `user`?
+    fn selects(&self, user: Option<&str>, client: IpAddr) -> bool {
+        user.is_some_and(|user| self.users.iter().any(|u| u == user))
+            || self.clients.iter().any(|net| net.contains(&client))
+    }
+}
+
+/// The configuration as the pipeline reads it.
+#[derive(Debug)]
+pub struct Settings {
+    /// The top-level robot, for clients no profile matches.
+    pub default_profile: Arc<Profile>,
+    /// `[[profile]]`, in file order: the first that matches wins.
+    pub profiles: Vec<Arc<Profile>>,
     /// `robots.equivalent_spellings`.
     pub spellings: Spellings,
     /// `rate_limit.honor_crawl_delay`.
@@ -91,6 +135,16 @@ pub enum SettingsError {
     /// The proxy users could not be loaded.
     #[error(transparent)]
     Auth(#[from] AuthConfigError),
+    /// A profile names a user the proxy does not have.
+    #[error("line {line}: profile {profile:?} names user {user:?}, whom proxy authentication does not know (auth.users, auth.htpasswd)")]
+    UnknownUser {
+        /// The profile.
+        profile: String,
+        /// The user.
+        user: String,
+        /// Its line in the file.
+        line: usize,
+    },
 }
 
 impl Settings {
@@ -106,15 +160,12 @@ impl Settings {
             config.auth.htpasswd.as_deref(),
             &config.auth.realm,
         )?;
-        let header = |value: &str, key| {
-            HeaderValue::from_str(value).map_err(|_| SettingsError::BadDefault { key })
-        };
-        let identity = IdentityPolicy {
-            user_agent: mode(config.identity.user_agent),
-            from: mode(config.identity.from),
-            default_user_agent: header(&config.identity.default_user_agent, "default_user_agent")?,
-            default_from: header(&config.identity.default_from, "default_from")?,
-        };
+        let default_profile = Arc::new(top_level_profile(config)?);
+        let profiles = config
+            .profiles
+            .iter()
+            .map(|p| team_profile(p, &default_profile, auth.as_ref()).map(Arc::new))
+            .collect::<Result<Vec<_>, _>>()?;
         let upstream = UpstreamSettings {
             connect_timeout: config.proxy.upstream_connect_timeout,
             pool_idle_timeout: POOL_IDLE_TIMEOUT,
@@ -124,13 +175,8 @@ impl Settings {
         crate::upstream::client_tls_config(&upstream.extra_roots)?;
         let rate = &config.rate_limit;
         Ok(Settings {
-            identity,
-            robot_name: config.identity.robot_name.clone(),
-            default_agent: config
-                .identity
-                .robot_name
-                .clone()
-                .unwrap_or_else(|| product_token(&config.identity.default_user_agent).to_owned()),
+            default_profile,
+            profiles,
             spellings: config.robots.equivalent_spellings,
             honor_crawl_delay: rate.honor_crawl_delay,
             max_crawl_delay: rate.max_crawl_delay,
@@ -170,11 +216,96 @@ impl Settings {
         })
     }
 
+    /// The profile of a request from `client` by `user`: the first that selects
+    /// it, else the top level's.
+    pub fn profile_for(&self, user: Option<&str>, client: IpAddr) -> &Arc<Profile> {
+        let client = client.to_canonical();
+        self.profiles
+            .iter()
+            .find(|p| p.selects(user, client))
+            .unwrap_or(&self.default_profile)
+    }
+
     /// Is `client` in `proxy.allow_clients`?
     pub fn client_allowed(&self, client: SocketAddr) -> bool {
         let ip = client.ip().to_canonical();
         self.allow_clients.iter().any(|net| net.contains(&ip))
     }
+}
+
+/// The top level's robot.
+fn top_level_profile(config: &Config) -> Result<Profile, SettingsError> {
+    let id = &config.identity;
+    Ok(Profile {
+        name: Arc::from(DEFAULT_PROFILE),
+        users: Vec::new(),
+        clients: Vec::new(),
+        identity: IdentityPolicy {
+            user_agent: mode(id.user_agent),
+            from: mode(id.from),
+            default_user_agent: header(&id.default_user_agent, "default_user_agent")?,
+            default_from: header(&id.default_from, "default_from")?,
+        },
+        robot_name: id.robot_name.clone(),
+        default_agent: id
+            .robot_name
+            .clone()
+            .unwrap_or_else(|| product_token(&id.default_user_agent).to_owned()),
+        enforce: config.proxy.enforce,
+        min_delay: Duration::ZERO,
+        deny_destinations: Vec::new(),
+    })
+}
+
+/// A `[[profile]]`: what it sets, else the top level's.
+fn team_profile(
+    p: &ProfileConfig,
+    top: &Profile,
+    auth: Option<&ProxyAuth>,
+) -> Result<Profile, SettingsError> {
+    let name = p.name.get_ref().clone();
+    for (user, line) in p.users.iter().zip(&p.user_lines) {
+        if !auth.is_some_and(|a| a.has_user(user.get_ref())) {
+            return Err(SettingsError::UnknownUser {
+                profile: name,
+                user: user.get_ref().clone(),
+                line: *line,
+            });
+        }
+    }
+    let identity = IdentityPolicy {
+        user_agent: p.user_agent.map_or(top.identity.user_agent, mode),
+        from: p.from.map_or(top.identity.from, mode),
+        default_user_agent: match &p.default_user_agent {
+            Some(value) => header(value, "default_user_agent")?,
+            None => top.identity.default_user_agent.clone(),
+        },
+        default_from: match &p.default_from {
+            Some(value) => header(value, "default_from")?,
+            None => top.identity.default_from.clone(),
+        },
+    };
+    let robot_name = p.robot_name.clone().or_else(|| top.robot_name.clone());
+    let default_agent = match (&robot_name, &p.default_user_agent) {
+        (Some(name), _) => name.clone(),
+        (None, Some(ua)) => product_token(ua).to_owned(),
+        (None, None) => top.default_agent.clone(),
+    };
+    Ok(Profile {
+        name: Arc::from(name),
+        users: p.users.iter().map(|u| u.get_ref().clone()).collect(),
+        clients: p.clients.clone(),
+        identity,
+        robot_name,
+        default_agent,
+        enforce: p.enforce.unwrap_or(top.enforce),
+        min_delay: p.min_delay.unwrap_or(Duration::ZERO),
+        deny_destinations: p.deny_destinations.clone(),
+    })
+}
+
+fn header(value: &str, key: &'static str) -> Result<HeaderValue, SettingsError> {
+    HeaderValue::from_str(value).map_err(|_| SettingsError::BadDefault { key })
 }
 
 fn mode(m: ConfigIdentityMode) -> IdentityMode {

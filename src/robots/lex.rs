@@ -158,6 +158,23 @@ fn is_space(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | 0x0B | 0x0C | b'\r')
 }
 
+/// Line `number` (1-based) of `body`, without its ending, as the lexer
+/// numbers lines (LF, CR LF or a lone CR ends one): for quoting the statement
+/// a verdict's line number points at.
+pub fn nth_line(body: &[u8], number: u32) -> Option<&[u8]> {
+    let mut start = 0;
+    for _ in 1..number {
+        let end = start + memchr2(b'\n', b'\r', body.get(start..)?)?;
+        let crlf = body[end] == b'\r' && body.get(end + 1) == Some(&b'\n');
+        start = end + 1 + usize::from(crlf);
+    }
+    if number == 0 || start > body.len() {
+        return None;
+    }
+    let rest = &body[start..];
+    Some(&rest[..memchr2(b'\n', b'\r', rest).unwrap_or(rest.len())])
+}
+
 /// Trims ASCII whitespace at both ends.
 #[inline]
 pub fn trim(mut s: &[u8]) -> &[u8] {

@@ -29,7 +29,7 @@ mod url;
 
 pub use agent::{is_global_agent, product_token, robots_value_token};
 pub use diagnostics::{Diagnostic, DiagnosticKind};
-pub use lex::MAX_LINE_LEN;
+pub use lex::{nth_line, MAX_LINE_LEN};
 pub use matcher::{AgentRules, MatchedRule, Scope, Verdict};
 pub use pattern::matches_reference as pattern_matches_reference;
 pub use spelling::{

@@ -21,7 +21,7 @@ use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
 use super::millis;
-use crate::outcome::Finished;
+use crate::outcome::{Finished, Reason, RobotsCopy};
 
 /// Records queued for the writer before new ones are dropped: about 4 MB
 /// at a typical 500 bytes, a few seconds of a busy proxy's traffic.
@@ -50,11 +50,51 @@ struct Line<'a> {
     method: &'a str,
     url: String,
     agent: &'a str,
+    profile: &'a str,
     outcome: &'a str,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    would_refuse: Vec<&'static str>,
     rule_line: Option<u32>,
+    /// The deciding statement as the site wrote it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    statement: Option<String>,
+    /// The robots.txt copy the request was judged by.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    robots: Option<CopyRecord<'a>>,
     status: u16,
     upstream_ms: Option<f64>,
     duration_ms: f64,
+}
+
+/// A robots.txt copy as the access log (and the audit) writes it.
+#[derive(Serialize)]
+pub struct CopyRecord<'a> {
+    url: &'a str,
+    fetched_at: Option<String>,
+    kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    etag: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last_modified: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sha256: Option<&'a str>,
+}
+
+impl<'a> CopyRecord<'a> {
+    /// The record of `copy`.
+    pub fn of(copy: &RobotsCopy<'a>) -> CopyRecord<'a> {
+        CopyRecord {
+            url: copy.url,
+            fetched_at: OffsetDateTime::from(copy.fetched_on).format(&Rfc3339).ok(),
+            kind: copy.kind,
+            status: copy.status,
+            etag: copy.etag,
+            last_modified: copy.last_modified,
+            sha256: copy.sha256,
+        }
+    }
 }
 
 impl AccessLogger {
@@ -84,8 +124,15 @@ impl AccessLogger {
             method: r.method,
             url: r.url.to_string(),
             agent: r.agent,
+            profile: r.profile,
             outcome: r.reason.word(),
+            would_refuse: r.would_refuse.iter().map(|w| Reason::word(*w)).collect(),
             rule_line: r.rule.map(|rule| rule.line),
+            statement: r
+                .rule
+                .zip(r.robots.as_ref())
+                .and_then(|(rule, copy)| copy.statement(rule.line)),
+            robots: r.robots.as_ref().map(CopyRecord::of),
             status: r.status,
             upstream_ms: r.upstream.map(millis),
             duration_ms: millis(r.duration),
@@ -197,7 +244,7 @@ mod tests {
         }
     }
 
-    fn record(url: &http::Uri) -> Finished<'_> {
+    fn record<'a>(url: &'a http::Uri, profile: &'a Arc<str>) -> Finished<'a> {
         Finished {
             client: "127.0.0.1:40000".parse().unwrap(),
             host: None,
@@ -214,6 +261,9 @@ mod tests {
             status: 403,
             upstream: None,
             duration: Duration::from_micros(1500),
+            profile,
+            would_refuse: &[],
+            robots: None,
         }
     }
 
@@ -225,13 +275,28 @@ mod tests {
             "http://a.example/x".parse().unwrap(),
             "http://a.example/\"quoted\"".parse().unwrap(),
         );
-        log.record(&record(&plain));
+        let profile: Arc<str> = Arc::from("team-a");
+        let copy = RobotsCopy {
+            url: "http://a.example/robots.txt",
+            fetched_on: std::time::UNIX_EPOCH + Duration::from_secs(1_700_000_000),
+            kind: "parsed",
+            status: None,
+            etag: Some("\"v7\""),
+            last_modified: None,
+            sha256: Some("0123456789ab"),
+            body: Some(b"User-agent: *\n\nDisallow: /x # keep out\n"),
+        };
+        log.record(&Finished {
+            robots: Some(copy),
+            would_refuse: &[Reason::RobotsDisallow, Reason::Pacing],
+            ..record(&plain, &profile)
+        });
         log.record(&Finished {
             upstream: Some(Duration::from_millis(12)),
             rule: None,
             reason: Reason::Allowed,
             status: 200,
-            ..record(&quoted)
+            ..record(&quoted, &profile)
         });
         assert!(log.flush(Duration::from_secs(5)));
         let text = String::from_utf8(out.bytes.lock().unwrap().clone()).unwrap();
@@ -247,6 +312,22 @@ mod tests {
         assert_eq!(first["agent"], "FooBot");
         assert_eq!(first["outcome"], "robots-disallow");
         assert_eq!(first["rule_line"], 3);
+        assert_eq!(first["profile"], "team-a");
+        assert_eq!(
+            first["would_refuse"],
+            serde_json::json!(["robots-disallow", "pacing"])
+        );
+        assert_eq!(first["statement"], "Disallow: /x # keep out");
+        assert_eq!(
+            first["robots"],
+            serde_json::json!({
+                "url": "http://a.example/robots.txt",
+                "fetched_at": "2023-11-14T22:13:20Z",
+                "kind": "parsed",
+                "etag": "\"v7\"",
+                "sha256": "0123456789ab",
+            })
+        );
         assert_eq!(first["status"], 403);
         assert!(first["upstream_ms"].is_null());
         assert_eq!(first["duration_ms"], 1.5);
@@ -255,6 +336,8 @@ mod tests {
         assert_eq!(lines[1]["url"], "http://a.example/\"quoted\"");
         assert_eq!(lines[1]["upstream_ms"], 12.0);
         assert!(lines[1]["rule_line"].is_null());
+        assert!(lines[1].get("would_refuse").is_none());
+        assert!(lines[1].get("robots").is_none());
     }
 
     #[test]
@@ -265,9 +348,10 @@ mod tests {
         // The writer takes one record and blocks on the gate; two more fill
         // the queue; the rest are dropped, and `record` never waits.
         let url = "http://a.example/".parse().unwrap();
+        let profile: Arc<str> = Arc::from("default");
         let started = std::time::Instant::now();
         for _ in 0..10 {
-            log.record(&record(&url));
+            log.record(&record(&url, &profile));
         }
         assert!(started.elapsed() < Duration::from_secs(1));
         let dropped = log.dropped();

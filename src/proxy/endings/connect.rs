@@ -71,6 +71,7 @@ pub(super) async fn open(
     let if_tls = ex.if_tls.take();
     let url = ex.url.clone();
     let agent = ex.agent.clone();
+    let profile = ex.profile.clone();
     tokio::spawn(async move {
         let upgraded = match on_upgrade.await {
             Ok(upgraded) => upgraded,
@@ -110,7 +111,14 @@ pub(super) async fn open(
                         "blind tunnel carrying TLS closed: {}",
                         answer.reason()
                     );
-                    finish::refused_tunnel(&services, outer.client, &url, &agent, answer);
+                    finish::refused_tunnel(
+                        &services,
+                        outer.client,
+                        &url,
+                        &agent,
+                        &profile.name,
+                        answer,
+                    );
                 }
             }
             (Carried::Tls, Some(upstream)) => {

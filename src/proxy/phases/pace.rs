@@ -11,6 +11,9 @@
 //! (see [`crate::policy::backoff`]) holds its requests back the same way; one
 //! that would wait past `max_wait` is answered `429 site-backoff`.
 //!
+//! A profile's `min_delay` raises the spacing its own requests keep; the
+//! host's queue stays one for all profiles, so the site sees one company.
+//!
 //! A CONNECT in intercept mode takes no slot: its requests each take one. A
 //! blind tunnel's start is paced like one request.
 
@@ -32,7 +35,10 @@ pub(crate) async fn pace(ex: &Exchange, origin: &Origin) -> Result<Option<PacePe
     }
     // The wait is timed only when there is one: most requests are admitted
     // on the first poll.
-    let mut admit = std::pin::pin!(ex.services.pacer.admit(origin.pacing_key(), ex.delay));
+    let mut admit = std::pin::pin!(ex
+        .services
+        .pacer
+        .admit(origin.pacing_key(), ex.delay.max(ex.profile.min_delay)));
     let mut waiting_since = None;
     let permit = std::future::poll_fn(|cx| {
         let polled = admit.as_mut().poll(cx);

@@ -49,17 +49,25 @@ pub(crate) async fn robots<B>(
         }
     };
     let entry = ex.services.robots.lookup(origin).await;
-    match (scope, verdict(ex, &entry, origin, scope)) {
+    let judged = verdict(ex, &entry, origin, scope);
+    ex.robots = Some(entry);
+    match (scope, judged) {
         // A blind tunnel whose https robots.txt cannot be fetched: refused
-        // if it carries TLS, judged request by request if plain HTTP.
+        // if it carries TLS, judged request by request if plain HTTP. A
+        // report-only profile's tunnel is marked now instead: once the
+        // tunnel is open, nothing more is answered to the client.
         (Scope::Anything, Err(Refusal(answer)))
             if matches!(
                 *answer,
                 Answer::RobotsUnreachable { .. } | Answer::UpstreamCertificate { .. }
             ) =>
         {
-            ex.if_tls = Some(*answer);
-            Ok(())
+            if ex.profile.enforce || !answer.reason().waivable() {
+                ex.if_tls = Some(*answer);
+                Ok(())
+            } else {
+                Err(Refusal(answer))
+            }
         }
         (_, judged) => judged,
     }
@@ -130,6 +138,13 @@ fn verdict(
     };
     let verdict = judgment.verdict;
     ex.rule = verdict.rule.map(|rule| (rule.kind, rule.line));
+    // Set before a refusal, which a report-only profile lets through: the
+    // site's spacing applies to it all the same.
+    if settings.honor_crawl_delay {
+        ex.delay = rules
+            .min_interval()
+            .map_or(Duration::ZERO, |d| d.min(settings.max_crawl_delay));
+    }
     if let (false, true, Some(rule)) = (verdict.allowed, refusable, verdict.rule) {
         return Err(Answer::RobotsDisallow {
             origin: origin.to_string(),
@@ -145,11 +160,6 @@ fn verdict(
             }),
         }
         .into());
-    }
-    if settings.honor_crawl_delay {
-        ex.delay = rules
-            .min_interval()
-            .map_or(Duration::ZERO, |d| d.min(settings.max_crawl_delay));
     }
     Ok(())
 }

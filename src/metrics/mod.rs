@@ -21,11 +21,12 @@
 //! labels (one series per visited host would grow without end); they go to
 //! the status page's bounded per-host map and denial ring instead.
 
+pub mod timeline;
+
 use std::collections::VecDeque;
 use std::fmt::{self, Write as _};
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -47,6 +48,7 @@ use crate::fetch::RobotsCache;
 use crate::outcome::{Class, Finished, Reason};
 use crate::policy::Pacer;
 use crate::tls::LeafMinter;
+use timeline::{MinuteCounts, Series, Timeline};
 
 /// Hosts remembered for the status page; the least recently active is
 /// forgotten first, so memory stays bounded however many hosts are visited.
@@ -144,15 +146,33 @@ impl EncodeLabelValue for StatusLabel {
     }
 }
 
+/// A profile's name as a label value: one of the profiles in the file (or
+/// `default`), so the values are as few as the profiles.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct ProfileLabel(Arc<str>);
+
+impl EncodeLabelValue for ProfileLabel {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), fmt::Error> {
+        encoder.write_str(&self.0)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct RequestLabels {
     outcome: &'static str,
     status: StatusLabel,
+    profile: ProfileLabel,
 }
 
-/// One host's recent activity, for the status page.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HostActivity {
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct WouldRefuseLabels {
+    reason: &'static str,
+    profile: ProfileLabel,
+}
+
+/// Requests of each class, for a host or a profile.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClassCounts {
     /// Requests forwarded to the host.
     pub allowed: u64,
     /// Requests refused by policy (robots.txt, identity, ...).
@@ -161,6 +181,31 @@ pub struct HostActivity {
     pub throttled: u64,
     /// Requests whose upstream failed (timeout, error, certificate).
     pub failed: u64,
+    /// Requests a report-only profile let through that would have been
+    /// refused.
+    pub would_refuse: u64,
+}
+
+impl ClassCounts {
+    fn add(&mut self, class: Class, would_refuse: bool) {
+        match class {
+            Class::Allowed => self.allowed += 1,
+            Class::Denied => self.denied += 1,
+            Class::Throttled => self.throttled += 1,
+            Class::Failed => self.failed += 1,
+            Class::Session => {}
+        }
+        self.would_refuse += u64::from(would_refuse);
+    }
+}
+
+/// One host's recent activity, for the status page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostActivity {
+    /// Requests of every profile.
+    pub counts: ClassCounts,
+    /// Requests per profile (as many entries as profiles sent any).
+    pub by_profile: Vec<(Arc<str>, ClassCounts)>,
     /// How the latest request ended.
     pub last_outcome: Reason,
     /// The status of the latest request.
@@ -190,19 +235,11 @@ pub struct Denial {
     pub rule: Option<String>,
     /// The rule's line in robots.txt, if any.
     pub line: Option<u32>,
-}
-
-/// Totals per [`Class`], for the status page's summary.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Totals {
-    /// Requests forwarded.
-    pub allowed: u64,
-    /// Requests refused by policy.
-    pub denied: u64,
-    /// Requests answered `429`.
-    pub throttled: u64,
-    /// Requests whose upstream failed.
-    pub failed: u64,
+    /// The profile the request ran under.
+    pub profile: Arc<str>,
+    /// A report-only profile let it through: `reason` is what would have
+    /// refused it.
+    pub waived: bool,
 }
 
 /// The proxy's metrics and recent activity. Lives in `ProxyState`; every
@@ -214,10 +251,9 @@ pub struct Metrics {
     upstream_latency: Histogram,
     pacing_wait: Histogram,
     pacing_rejected: Counter,
+    would_refuse: Family<WouldRefuseLabels, Counter>,
     open_connections: Family<ConnectionLabels, Gauge>,
     connections: Family<ConnectionLabels, Counter>,
-    /// Per [`Class`] but `Session`.
-    totals: [AtomicU64; 4],
     activity: Mutex<Activity>,
     started: Instant,
     sources: ScrapeSources,
@@ -226,6 +262,40 @@ pub struct Metrics {
 struct Activity {
     hosts: LruCache<String, HostActivity>,
     denials: VecDeque<Denial>,
+    /// Since start, per profile (as many as the profiles that sent any).
+    totals: Vec<(Arc<str>, ClassCounts)>,
+    timeline: Timeline,
+}
+
+/// `profile`'s counts in `list`, added if missing.
+fn counts_of<'a>(
+    list: &'a mut Vec<(Arc<str>, ClassCounts)>,
+    profile: &Arc<str>,
+) -> &'a mut ClassCounts {
+    let at = match list.iter().position(|(name, _)| **name == **profile) {
+        Some(at) => at,
+        None => {
+            list.push((profile.clone(), ClassCounts::default()));
+            list.len() - 1
+        }
+    };
+    &mut list[at].1
+}
+
+/// The sum of `list`, or its entry for `profile`.
+fn counts_for(list: &[(Arc<str>, ClassCounts)], profile: Option<&str>) -> ClassCounts {
+    let mut sum = ClassCounts::default();
+    for (name, counts) in list {
+        if profile.is_some_and(|p| p != &**name) {
+            continue;
+        }
+        sum.allowed += counts.allowed;
+        sum.denied += counts.denied;
+        sum.throttled += counts.throttled;
+        sum.failed += counts.failed;
+        sum.would_refuse += counts.would_refuse;
+    }
+    sum
 }
 
 impl Metrics {
@@ -258,6 +328,13 @@ impl Metrics {
             "Requests answered 429 because the pacing wait would exceed max_wait",
             pacing_rejected.clone(),
         );
+        let would_refuse = Family::<WouldRefuseLabels, Counter>::default();
+        registry.register(
+            "would_refuse",
+            "Requests a report-only profile (enforce = false) forwarded that would have been \
+             refused, by the reason they would have been refused for",
+            would_refuse.clone(),
+        );
         let open_connections = Family::<ConnectionLabels, Gauge>::default();
         registry.register(
             "open_connections",
@@ -289,12 +366,14 @@ impl Metrics {
             upstream_latency,
             pacing_wait,
             pacing_rejected,
+            would_refuse,
             open_connections,
             connections,
-            totals: Default::default(),
             activity: Mutex::new(Activity {
                 hosts: LruCache::new(NonZeroUsize::new(HOST_CAPACITY).unwrap_or(NonZeroUsize::MIN)),
                 denials: VecDeque::with_capacity(DENIAL_CAPACITY),
+                totals: Vec::new(),
+                timeline: Timeline::default(),
             }),
             started: Instant::now(),
             sources,
@@ -304,58 +383,78 @@ impl Metrics {
     /// Counts one finished request: called with the record its log line is
     /// written from.
     pub fn record(&self, r: &Finished<'_>) {
+        let profile = ProfileLabel(r.profile.clone());
         self.requests
             .get_or_create(&RequestLabels {
                 outcome: r.reason.word(),
                 status: StatusLabel::new(r.status),
+                profile,
             })
             .inc();
+        for reason in r.would_refuse {
+            self.would_refuse
+                .get_or_create(&WouldRefuseLabels {
+                    reason: reason.word(),
+                    profile: ProfileLabel(r.profile.clone()),
+                })
+                .inc();
+        }
         if let Some(latency) = r.upstream {
             self.upstream_latency.observe(latency.as_secs_f64());
         }
         if r.reason == Reason::Pacing {
             self.pacing_rejected.inc();
         }
-        let Some(slot) = total_slot(r.reason.class()) else {
+        let class = r.reason.class();
+        if class == Class::Session {
             // The CONNECT of an intercepted session is not a request: the
             // requests read inside it are counted one by one.
             return;
-        };
-        self.totals[slot].fetch_add(1, Ordering::Relaxed);
+        }
+        let waived = !r.would_refuse.is_empty();
         let now = SystemTime::now();
-        let class = r.reason.class();
-        let denial = (class != Class::Allowed).then(|| Denial {
+        let denial = (class != Class::Allowed || waived).then(|| Denial {
             at: now,
             client: r.client,
             method: cut(r.method),
             url: cut(&r.url.to_string()),
             agent: cut(r.agent),
-            reason: r.reason,
+            reason: if class == Class::Allowed {
+                r.would_refuse[0]
+            } else {
+                r.reason
+            },
             status: r.status,
             rule: r.rule.and_then(|rule| {
                 rule.pattern
                     .map(|pattern| cut(&format!("{}: {pattern}", rule.kind.as_str())))
             }),
             line: r.rule.map(|rule| rule.line),
+            profile: r.profile.clone(),
+            waived,
         });
+        let minute = now
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() / 60);
         let mut activity = self.lock();
+        counts_of(&mut activity.totals, r.profile).add(class, waived);
+        // Each request once: a request a report-only profile let through
+        // counts as what it would have been refused for.
+        let series = match r.would_refuse.first() {
+            Some(waived) => Series::WouldRefuse(*waived),
+            None => Series::Outcome(r.reason),
+        };
+        activity.timeline.count(minute, r.profile, series);
         if let Some(host) = r.host {
             let entry = activity.hosts.get_or_insert_mut_ref(host, || HostActivity {
-                allowed: 0,
-                denied: 0,
-                throttled: 0,
-                failed: 0,
+                counts: ClassCounts::default(),
+                by_profile: Vec::new(),
                 last_outcome: r.reason,
                 last_status: r.status,
                 last_seen: now,
             });
-            match class {
-                Class::Allowed => entry.allowed += 1,
-                Class::Denied => entry.denied += 1,
-                Class::Throttled => entry.throttled += 1,
-                Class::Failed => entry.failed += 1,
-                Class::Session => {}
-            }
+            entry.counts.add(class, waived);
+            counts_of(&mut entry.by_profile, r.profile).add(class, waived);
             entry.last_outcome = r.reason;
             entry.last_status = r.status;
             entry.last_seen = now;
@@ -395,32 +494,59 @@ impl Metrics {
         Ok(out)
     }
 
-    /// Up to `limit` hosts, most recently active first.
-    pub fn hosts(&self, limit: usize) -> Vec<(String, HostActivity)> {
+    /// Up to `limit` hosts, most recently active first; with `profile`, only
+    /// the hosts it sent requests to, with its counts.
+    pub fn hosts(&self, limit: usize, profile: Option<&str>) -> Vec<(String, HostActivity)> {
+        let activity = self.lock();
+        let mut hosts = Vec::new();
+        for (host, seen) in activity.hosts.iter() {
+            if hosts.len() == limit {
+                break;
+            }
+            let mut seen = seen.clone();
+            if let Some(profile) = profile {
+                match seen.by_profile.iter().find(|(name, _)| &**name == profile) {
+                    Some((_, counts)) => seen.counts = *counts,
+                    None => continue,
+                }
+            }
+            hosts.push((host.clone(), seen));
+        }
+        hosts
+    }
+
+    /// The recent refusals (and would-refuse), newest first; with
+    /// `profile`, only its.
+    pub fn denials(&self, profile: Option<&str>) -> Vec<Denial> {
         self.lock()
-            .hosts
+            .denials
             .iter()
-            .take(limit)
-            .map(|(host, activity)| (host.clone(), *activity))
+            .filter(|d| profile.is_none_or(|p| p == &*d.profile))
+            .cloned()
             .collect()
     }
 
-    /// The recent denials, newest first.
-    pub fn denials(&self) -> Vec<Denial> {
-        self.lock().denials.iter().cloned().collect()
+    /// Requests per class since start, of every profile or of `profile`.
+    pub fn totals(&self, profile: Option<&str>) -> ClassCounts {
+        counts_for(&self.lock().totals, profile)
     }
 
-    /// Requests per class since start.
-    pub fn totals(&self) -> Totals {
-        let load = |class: Class| {
-            total_slot(class).map_or(0, |slot| self.totals[slot].load(Ordering::Relaxed))
-        };
-        Totals {
-            allowed: load(Class::Allowed),
-            denied: load(Class::Denied),
-            throttled: load(Class::Throttled),
-            failed: load(Class::Failed),
-        }
+    /// Requests per minute over the last hour, by outcome, of every profile
+    /// or of `profile`; oldest minute first.
+    pub fn last_hour(&self, profile: Option<&str>) -> Vec<MinuteCounts> {
+        let minute = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() / 60);
+        self.lock().timeline.last_hour(minute, profile)
+    }
+
+    /// The profiles that have sent requests since start.
+    pub fn profiles_seen(&self) -> Vec<Arc<str>> {
+        self.lock()
+            .totals
+            .iter()
+            .map(|(name, _)| name.clone())
+            .collect()
     }
 
     /// Connections open now, all kinds together.
@@ -465,17 +591,6 @@ pub struct OpenConnection {
 impl Drop for OpenConnection {
     fn drop(&mut self) {
         self.gauge.dec();
-    }
-}
-
-/// Where a class is counted in the totals; `Session` is not.
-fn total_slot(class: Class) -> Option<usize> {
-    match class {
-        Class::Allowed => Some(0),
-        Class::Denied => Some(1),
-        Class::Throttled => Some(2),
-        Class::Failed => Some(3),
-        Class::Session => None,
     }
 }
 
@@ -623,6 +738,7 @@ mod tests {
                 .get_or_create(&RequestLabels {
                     outcome: "allowed",
                     status: StatusLabel::new(status),
+                    profile: ProfileLabel(Arc::from("default")),
                 })
                 .inc();
             let mut out = String::new();
@@ -673,7 +789,22 @@ mod tests {
     }
 
     fn record(m: &Metrics, url: &str, host: &str, reason: Reason, status: u16) {
+        record_as(m, url, host, reason, status, "default", &[]);
+    }
+
+    fn record_as(
+        m: &Metrics,
+        url: &str,
+        host: &str,
+        reason: Reason,
+        status: u16,
+        profile: &str,
+        would_refuse: &[Reason],
+    ) {
         m.record(&Finished {
+            profile: &Arc::from(profile),
+            would_refuse,
+            robots: None,
             client: "127.0.0.1:5000".parse().expect("addr"),
             host: Some(host),
             user: None,
@@ -703,7 +834,7 @@ mod tests {
         record(&m, "http://b.example/", "b.example", Reason::Allowed, 200);
         record(&m, "http://b.example/", "b.example", Reason::Pacing, 429);
         record(&m, "b.example:443", "b.example", Reason::Intercept, 200);
-        let denials = m.denials();
+        let denials = m.denials(None);
         assert_eq!(denials.len(), DENIAL_CAPACITY);
         assert_eq!(denials[0].url, "http://b.example/");
         assert_eq!(denials[0].reason, Reason::Pacing);
@@ -711,19 +842,82 @@ mod tests {
             denials[DENIAL_CAPACITY - 1].url,
             "http://a.example/private/6"
         );
-        let hosts = m.hosts(10);
+        let hosts = m.hosts(10, None);
         assert_eq!(hosts[0].0, "b.example");
-        assert_eq!((hosts[0].1.allowed, hosts[0].1.throttled), (1, 1));
-        assert_eq!(hosts[1].1.denied, DENIAL_CAPACITY as u64 + 5);
-        let totals = m.totals();
+        assert_eq!(
+            (hosts[0].1.counts.allowed, hosts[0].1.counts.throttled),
+            (1, 1)
+        );
+        assert_eq!(hosts[1].1.counts.denied, DENIAL_CAPACITY as u64 + 5);
+        let totals = m.totals(None);
         assert_eq!((totals.allowed, totals.throttled), (1, 1));
         let text = m.encode().expect("encode");
         assert!(
             text.contains("robots_guard_pacing_rejected_total 1"),
             "{text}"
         );
-        assert!(text.contains(r#"robots_guard_requests_total{outcome="intercept",status="200"} 1"#));
+        assert!(text.contains(
+            r#"robots_guard_requests_total{outcome="intercept",status="200",profile="default"} 1"#
+        ));
         assert!(text
-            .contains(r#"robots_guard_requests_total{outcome="robots-disallow",status="403"} 55"#));
+            .contains(r#"robots_guard_requests_total{outcome="robots-disallow",status="403",profile="default"} 55"#));
+    }
+
+    #[tokio::test]
+    async fn profiles_are_counted_apart_and_would_refuse_by_reason() {
+        let m = metrics();
+        let url = "http://a.example/x";
+        record_as(&m, url, "a.example", Reason::Allowed, 200, "team-a", &[]);
+        record_as(
+            &m,
+            url,
+            "a.example",
+            Reason::Allowed,
+            200,
+            "team-b",
+            &[Reason::Identity, Reason::RobotsDisallow],
+        );
+        record_as(
+            &m,
+            url,
+            "b.example",
+            Reason::RobotsDisallow,
+            403,
+            "team-a",
+            &[],
+        );
+        let a = m.totals(Some("team-a"));
+        assert_eq!((a.allowed, a.denied, a.would_refuse), (1, 1, 0));
+        let b = m.totals(Some("team-b"));
+        assert_eq!((b.allowed, b.would_refuse), (1, 1));
+        assert_eq!(m.totals(None).allowed, 2);
+        // Team b's view: only the host it used, with its counts.
+        let hosts = m.hosts(10, Some("team-b"));
+        assert_eq!(hosts.len(), 1);
+        assert_eq!(hosts[0].0, "a.example");
+        assert_eq!(
+            (hosts[0].1.counts.allowed, hosts[0].1.counts.would_refuse),
+            (1, 1)
+        );
+        // The waived request is among the refusals, marked, under its first reason.
+        let denials = m.denials(Some("team-b"));
+        assert_eq!(denials.len(), 1);
+        assert!(denials[0].waived);
+        assert_eq!(denials[0].reason, Reason::Identity);
+        // The chart counts it once, as would-refuse.
+        let hour = m.last_hour(Some("team-b"));
+        let now = &hour[hour.len() - 1].counts;
+        assert_eq!(
+            now,
+            &vec![(timeline::Series::WouldRefuse(Reason::Identity), 1)]
+        );
+        let text = m.encode().expect("encode");
+        for line in [
+            r#"robots_guard_would_refuse_total{reason="identity",profile="team-b"} 1"#,
+            r#"robots_guard_would_refuse_total{reason="robots-disallow",profile="team-b"} 1"#,
+            r#"robots_guard_requests_total{outcome="allowed",status="200",profile="team-a"} 1"#,
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
     }
 }

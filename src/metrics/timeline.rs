@@ -1,0 +1,153 @@
+//! Requests per minute over the last hour, by profile and outcome: what the
+//! status page's chart draws.
+//!
+//! Prometheus keeps history for those who run it; a team lead opening the
+//! status page should still see at a glance whether their robot was refused
+//! more in the last ten minutes than before. The proxy therefore keeps one
+//! hour of per-minute counts itself: at most 60 minutes × the profiles in
+//! force × the outcomes (a few dozen), so memory stays bounded however much
+//! traffic passes.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use crate::outcome::Reason;
+
+/// Minutes kept.
+pub const MINUTES: usize = 60;
+
+/// What one count is of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Series {
+    /// A request that ended for this reason.
+    Outcome(Reason),
+    /// A request a report-only profile let through that would have been
+    /// refused for this reason.
+    WouldRefuse(Reason),
+}
+
+impl Series {
+    /// The name shown in the chart's legend.
+    pub fn label(self) -> String {
+        match self {
+            Series::Outcome(reason) => reason.word().to_owned(),
+            Series::WouldRefuse(reason) => format!("would-refuse: {}", reason.word()),
+        }
+    }
+}
+
+/// One minute's counts, per profile.
+#[derive(Debug, Default)]
+struct Minute {
+    /// Minutes since the Unix epoch.
+    at: u64,
+    /// Per profile (a handful, so a list), its counts per series.
+    profiles: Vec<(Arc<str>, HashMap<Series, u64>)>,
+}
+
+/// The counts of one minute, as read for the chart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MinuteCounts {
+    /// Minutes since the Unix epoch.
+    pub at: u64,
+    /// Per series, in the order of [`Series`].
+    pub counts: Vec<(Series, u64)>,
+}
+
+/// The last hour, a minute at a time.
+#[derive(Debug, Default)]
+pub struct Timeline {
+    minutes: VecDeque<Minute>,
+}
+
+impl Timeline {
+    /// Counts one request of `profile` in minute `now` (minutes since the
+    /// epoch) as `series`.
+    pub fn count(&mut self, now: u64, profile: &Arc<str>, series: Series) {
+        if self.minutes.back().is_none_or(|m| m.at < now) {
+            if self.minutes.len() == MINUTES {
+                self.minutes.pop_front();
+            }
+            self.minutes.push_back(Minute {
+                at: now,
+                profiles: Vec::new(),
+            });
+        }
+        // A clock stepped back counts in the newest minute.
+        let Some(minute) = self.minutes.back_mut() else {
+            return;
+        };
+        let counts = match minute
+            .profiles
+            .iter()
+            .position(|(name, _)| **name == **profile)
+        {
+            Some(at) => &mut minute.profiles[at].1,
+            None => {
+                minute.profiles.push((profile.clone(), HashMap::new()));
+                let last = minute.profiles.len() - 1;
+                &mut minute.profiles[last].1
+            }
+        };
+        *counts.entry(series).or_insert(0) += 1;
+    }
+
+    /// The `MINUTES` minutes up to `now`, oldest first, each with its counts
+    /// for `profile` (all profiles together when `None`); minutes without
+    /// traffic are there with no counts.
+    pub fn last_hour(&self, now: u64, profile: Option<&str>) -> Vec<MinuteCounts> {
+        let first = now.saturating_sub(MINUTES as u64 - 1);
+        (first..=now)
+            .map(|at| {
+                let mut totals: HashMap<Series, u64> = HashMap::new();
+                if let Some(minute) = self.minutes.iter().find(|m| m.at == at) {
+                    for (name, counts) in &minute.profiles {
+                        if profile.is_some_and(|p| p != &**name) {
+                            continue;
+                        }
+                        for (series, n) in counts {
+                            *totals.entry(*series).or_insert(0) += n;
+                        }
+                    }
+                }
+                let mut counts: Vec<(Series, u64)> = totals.into_iter().collect();
+                counts.sort_unstable();
+                MinuteCounts { at, counts }
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_one_hour_per_profile() {
+        let mut timeline = Timeline::default();
+        let (a, b): (Arc<str>, Arc<str>) = (Arc::from("team-a"), Arc::from("team-b"));
+        let allowed = Series::Outcome(Reason::Allowed);
+        let would = Series::WouldRefuse(Reason::RobotsDisallow);
+        timeline.count(100, &a, allowed);
+        timeline.count(100, &b, allowed);
+        timeline.count(100, &b, would);
+        timeline.count(101, &a, allowed);
+        let hour = timeline.last_hour(101, None);
+        assert_eq!(hour.len(), MINUTES);
+        assert_eq!(hour[MINUTES - 2].counts, vec![(allowed, 2), (would, 1)]);
+        assert_eq!(hour[MINUTES - 1].counts, vec![(allowed, 1)]);
+        let only_b = timeline.last_hour(101, Some("team-b"));
+        assert_eq!(only_b[MINUTES - 2].counts, vec![(allowed, 1), (would, 1)]);
+        assert!(only_b[MINUTES - 1].counts.is_empty());
+        // An hour later, the old minutes are gone, and no more than an hour
+        // is ever kept.
+        for minute in 102..300 {
+            timeline.count(minute, &a, allowed);
+        }
+        assert_eq!(timeline.minutes.len(), MINUTES);
+        assert!(timeline
+            .last_hour(299, Some("team-b"))
+            .iter()
+            .all(|m| m.counts.is_empty()));
+    }
+}
