@@ -26,6 +26,7 @@ mod parse;
 mod pattern;
 mod spelling;
 mod url;
+mod usage;
 
 pub use agent::{is_global_agent, product_token, robots_value_token};
 pub use diagnostics::{Diagnostic, DiagnosticKind};
@@ -36,6 +37,7 @@ pub use spelling::{
     fold_case, judge, normalise, served_forms, Judgment, ServedForm, Spelling, Spellings,
 };
 pub use url::path_params_query;
+pub use usage::{Purpose, Purposes, UnknownPurpose};
 
 use std::ops::Range;
 use std::time::Duration;
