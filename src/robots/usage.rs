@@ -50,8 +50,14 @@
 //! - `yes`/`no` and `y`/`n` in both forms (Content Signals writes the
 //!   words, AIPREF the letters);
 //! - a value as a bare token (`n`) or a quoted string (`"n"`), and the RFC
-//!   9651 booleans `?1` (yes) and `?0` (no). A bare key, which RFC 9651
-//!   reads as `?1`, states nothing: it is noted and skipped.
+//!   9651 booleans `?1` (yes) and `?0` (no). draft-ietf-aipref-vocab reads
+//!   only the tokens `y` and `n` and leaves anything else unknown, but a site
+//!   that quotes its `n` or writes `?0` still means no, and a proxy that
+//!   enforces preferences should not let it through. A bare key, which RFC
+//!   9651 reads as `?1`, states nothing: it is noted and skipped.
+//!
+//! `Content-Signal` has no path: it speaks for the whole group, and a value
+//! that starts with one is a member that cannot be read.
 //!
 //! A `Content-Usage` label given twice counts once, with its last value
 //! (RFC 9651 §4.2.2; draft-ietf-aipref-vocab, "Multiple Preferences"). A
@@ -75,7 +81,7 @@
 //! | `genai` | -01 (part of AI Training) | ai-train | |
 //! | `inference` | -01 (AI Inference) | ai-input | |
 //! | `ai` | -01 (AI Training); the `ai=n` examples of draft-ietf-aipref-attach-00 and -01 | ai-train | ai-input |
-//! | `tdm` | -00, -01 (Text and Data Mining) | | ai-train, ai-input |
+//! | `tdm` | -01 (Text and Data Mining) | | ai-train, ai-input |
 //! | `all` | -02 (Automated Processing) | | search, ai-input, ai-train |
 //! | `bots` | -03, -04 (Automated Processing) | | search, ai-input, ai-train |
 //!
