@@ -8,11 +8,22 @@
 //! which is what site owners test their files against; with `--as-proxy`
 //! the proxy's, which judges the RFC 3986 normal form and the forms servers
 //! read it as ([`crate::robots::judge`]) and names the one that decided.
+//!
+//! With purposes (`--purpose ai-train`), a URL the rules allow is also
+//! judged against the site's AI-use preferences (`Content-Signal`,
+//! `Content-Usage`; [`crate::robots::AgentRules::usage`]): one that refuses
+//! a declared purpose makes it `disallowed`, naming the statement and its
+//! line where a rule would be named. A rule that disallows decides first.
+//! The exact view judges the URL's path as written, the proxy view its
+//! normal form.
 
 use std::io::{self, Write};
 
 use crate::origin::Origin;
-use crate::robots::{judge, normalise, product_token, RobotsTxt, Scope, Spelling, Spellings};
+use crate::robots::{
+    judge, normalise, path_params_query, product_token, Preference, Purposes, RobotsTxt, Scope,
+    Spelling, Spellings,
+};
 
 /// What to check.
 #[derive(Debug, Clone)]
@@ -29,6 +40,9 @@ pub struct CheckRequest<'a> {
     /// `Some(spellings)`: judge as the proxy does, with these spellings;
     /// `None`: Google's verdict for the URL as written.
     pub as_proxy: Option<Spellings>,
+    /// The purposes the robot declares: a URL whose preferences refuse one
+    /// of them is disallowed. [`Purposes::NONE`] judges the rules only.
+    pub purposes: Purposes,
 }
 
 /// Why `check` could not run.
@@ -73,8 +87,12 @@ pub fn run(request: &CheckRequest<'_>, out: &mut impl Write) -> Result<bool, Che
     let folded_rules = folded.for_agent(request.agent);
     let mut any_disallowed = false;
     for (url, target) in request.urls.iter().zip(&targets) {
-        let (verdict, note) = match request.as_proxy {
-            None => (rules.check(url), String::new()),
+        // The path the preferences are judged for: as the rules judge it.
+        let (verdict, note, path) = match request.as_proxy {
+            None => {
+                let path = String::from_utf8_lossy(&path_params_query(url.as_bytes())).into_owned();
+                (rules.check(url), String::new(), path)
+            }
             Some(spellings) => {
                 let normal = normalise(target);
                 let judgment = judge(&rules, Some(&folded_rules), &normal, spellings);
@@ -83,9 +101,21 @@ pub fn run(request: &CheckRequest<'_>, out: &mut impl Write) -> Result<bool, Che
                     None if normal != *target => format!("\tforwarded as {normal}"),
                     None => String::new(),
                 };
-                (judgment.verdict, note)
+                (judgment.verdict, note, normal.into_owned())
             }
         };
+        if verdict.allowed {
+            let usage = rules.usage(&path, request.purposes);
+            if let Some(refusal) = usage.refusal {
+                any_disallowed = true;
+                writeln!(
+                    out,
+                    "disallowed\t{url}\t{}\tline {}{note}",
+                    refusal.statement, refusal.statement.line
+                )?;
+                continue;
+            }
+        }
         any_disallowed |= !verdict.allowed;
         let word = if verdict.allowed {
             "allowed"
@@ -211,10 +241,34 @@ fn explain(robots: &RobotsTxt, body: &[u8], agent: &str, out: &mut impl Write) -
     for sitemap in robots.sitemaps() {
         writeln!(out, "# sitemap: {sitemap}")?;
     }
+    for preference in rules.preferences() {
+        writeln!(
+            out,
+            "# preference: {preference} (line {}: {})",
+            preference.line,
+            states(&preference)
+        )?;
+    }
     for diagnostic in robots.diagnostics() {
         writeln!(out, "# {diagnostic}")?;
     }
     Ok(())
+}
+
+/// What a preference line states: `allows search; refuses ai-train`.
+fn states(preference: &Preference<'_>) -> String {
+    let mut parts = Vec::new();
+    if !preference.allowed.is_empty() {
+        parts.push(format!("allows {}", preference.allowed));
+    }
+    if !preference.refused.is_empty() {
+        parts.push(format!("refuses {}", preference.refused));
+    }
+    if parts.is_empty() {
+        "states no known preference".to_owned()
+    } else {
+        parts.join("; ")
+    }
 }
 
 #[cfg(test)]
@@ -222,6 +276,15 @@ mod tests {
     use super::*;
 
     fn checked(robots: &[u8], urls: &[&str], as_proxy: Option<Spellings>) -> (bool, String) {
+        checked_for(robots, urls, as_proxy, "")
+    }
+
+    fn checked_for(
+        robots: &[u8],
+        urls: &[&str],
+        as_proxy: Option<Spellings>,
+        purposes: &str,
+    ) -> (bool, String) {
         let urls: Vec<String> = urls.iter().map(|u| (*u).to_owned()).collect();
         let request = CheckRequest {
             robots,
@@ -229,6 +292,7 @@ mod tests {
             urls: &urls,
             explain: false,
             as_proxy,
+            purposes: purposes.parse().expect("known purposes"),
         };
         let mut out = Vec::new();
         let disallowed = run(&request, &mut out).expect("valid URLs");
@@ -248,6 +312,7 @@ mod tests {
             urls: &urls,
             explain: true,
             as_proxy: None,
+            purposes: Purposes::NONE,
         };
         let mut out = Vec::new();
         assert!(run(&request, &mut out).expect("writes to a Vec"));
@@ -309,6 +374,71 @@ mod tests {
     }
 
     #[test]
+    fn purposes_the_site_refuses_disallow_after_the_rules() {
+        let robots = b"User-agent: *\nDisallow: /private\nContent-Signal: search=yes\n\
+                       Content-Usage: /news/ train-ai=n\n";
+        let urls = [
+            "/news/a",
+            "https://e.com/news/b?x=1",
+            "/private/news/",
+            "/blog/",
+        ];
+        let (any, out) = checked_for(robots, &urls, None, "ai-train,search");
+        assert!(any);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(
+            lines,
+            [
+                "disallowed\t/news/a\tcontent-usage: /news/ train-ai=n\tline 4",
+                "disallowed\thttps://e.com/news/b?x=1\tcontent-usage: /news/ train-ai=n\tline 4",
+                "disallowed\t/private/news/\tdisallow: /private\tline 2",
+                "allowed\t/blog/",
+            ]
+        );
+        // Without purposes, only the rules.
+        let (_, out) = checked_for(robots, &urls[..1], None, "");
+        assert_eq!(out, "allowed\t/news/a\n");
+        // The proxy view judges the normal form.
+        let (any, out) = checked_for(robots, &["/%6Eews/a"], Some(Spellings::DEFAULT), "ai-train");
+        assert!(any);
+        assert_eq!(
+            out,
+            "disallowed\t/%6Eews/a\tcontent-usage: /news/ train-ai=n\tline 4\tforwarded as /news/a\n"
+        );
+        let (any, _) = checked_for(robots, &["/%6Eews/a"], None, "ai-train");
+        assert!(!any, "the exact view judges the path as written");
+    }
+
+    #[test]
+    fn explain_lists_the_preferences_of_the_selected_groups() {
+        let urls = vec!["/".to_owned()];
+        let request = CheckRequest {
+            robots: b"User-agent: *\nDisallow: /x\nContent-Signal: search=yes, ai-train=no\n\
+                      Content-Usage: /a fly=n\n\nUser-agent: BarBot\nContent-Usage: train-ai=n\n",
+            agent: "FooBot",
+            urls: &urls,
+            explain: true,
+            as_proxy: None,
+            purposes: Purposes::NONE,
+        };
+        let mut out = Vec::new();
+        run(&request, &mut out).expect("writes to a Vec");
+        let text = String::from_utf8(out).expect("utf-8");
+        let listed: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("# preference"))
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                "# preference: content-signal: search=yes, ai-train=no \
+                 (line 3: allows search; refuses ai-train)",
+                "# preference: content-usage: /a fly=n (line 4: states no known preference)",
+            ]
+        );
+    }
+
+    #[test]
     fn urls_the_proxy_could_not_fetch_are_errors() {
         for url in [
             "ftp://x/y",
@@ -324,6 +454,7 @@ mod tests {
                 urls: &urls,
                 explain: false,
                 as_proxy: None,
+                purposes: Purposes::NONE,
             };
             let mut out = Vec::new();
             let error = run(&request, &mut out).expect_err(url);

@@ -9,6 +9,7 @@ use robots_guard::admin::AdminServer;
 use robots_guard::check::{self, CheckRequest};
 use robots_guard::config::Config;
 use robots_guard::proxy::{CaStatus, Server};
+use robots_guard::robots::Purposes;
 
 #[derive(Parser)]
 #[command(
@@ -71,6 +72,13 @@ enum Command {
             default_value = "merge-slashes,decode-slash,strip-path-params,backslash"
         )]
         spellings: String,
+        /// What the robot will use the content for: search, ai-input,
+        /// ai-train (repeatable or comma-separated). A URL the site refuses
+        /// for one of them (robots.txt Content-Signal or Content-Usage) is
+        /// disallowed, naming the statement; a rule that disallows decides
+        /// first.
+        #[arg(long, value_name = "LIST")]
+        purpose: Vec<Purposes>,
         /// URLs or paths to check, percent-encoded.
         #[arg(value_name = "URL", required_unless_present = "explain")]
         urls: Vec<String>,
@@ -100,6 +108,7 @@ fn main() -> ExitCode {
             explain,
             as_proxy,
             spellings,
+            purpose,
             urls,
         }) => run_check(
             &robots,
@@ -107,6 +116,7 @@ fn main() -> ExitCode {
             user_agent.as_deref(),
             explain,
             as_proxy.then_some(spellings.as_str()),
+            purpose.into_iter().fold(Purposes::NONE, Purposes::union),
             &urls,
         ),
         Some(Command::Serve { config }) => serve(&config),
@@ -296,6 +306,7 @@ fn run_check(
     user_agent: Option<&str>,
     explain: bool,
     as_proxy: Option<&str>,
+    purposes: Purposes,
     urls: &[String],
 ) -> ExitCode {
     let body = match std::fs::read(robots) {
@@ -322,6 +333,7 @@ fn run_check(
         urls,
         explain,
         as_proxy,
+        purposes,
     };
     let mut stdout = std::io::stdout().lock();
     match check::run(&request, &mut stdout) {

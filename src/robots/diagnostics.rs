@@ -6,7 +6,7 @@
 use std::fmt;
 
 use super::parse::Directive;
-use super::{RobotsTxt, Span};
+use super::{Purposes, RobotsTxt, Span};
 
 /// What was odd about a line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,13 +36,49 @@ pub enum DiagnosticKind {
     },
     /// A NUL byte ended the line's content early.
     NulByte,
-    /// A rule (or crawl-delay) before any user-agent line. Ignored.
+    /// A rule (or crawl-delay, or preference) before any user-agent line.
+    /// Ignored.
     RuleOutsideGroup,
-    /// A `Crawl-delay` or `Request-rate` value that is not a number/rate.
+    /// A `Crawl-delay` or `Request-rate` value that is not a number/rate, or
+    /// a `Content-Signal` or `Content-Usage` line with no preference in it.
     InvalidValue {
         /// The directive whose value was rejected.
         key: &'static str,
     },
+    /// A member of a `Content-Signal` or `Content-Usage` value that is not a
+    /// name with a yes/no value (`search=maybe`, `train-ai`, `x y`). Skipped;
+    /// the line's other members count.
+    PreferenceSkipped {
+        /// `content-signal` or `content-usage`.
+        key: &'static str,
+    },
+    /// A `Content-Signal` name or `Content-Usage` label this engine does not
+    /// know. Ignored, as draft-ietf-aipref-vocab asks of unknown labels.
+    UnknownLabel {
+        /// `content-signal` or `content-usage`.
+        key: &'static str,
+    },
+    /// A name or label given twice on one line: for `content-usage` the last
+    /// value counts (RFC 9651), for `content-signal` the most restrictive.
+    DuplicateLabel {
+        /// `content-signal` or `content-usage`.
+        key: &'static str,
+    },
+    /// A `Content-Usage` label of an earlier draft-ietf-aipref-vocab
+    /// revision (`ai`, `train-genai`, ...), read as the purposes it covers.
+    OlderLabel {
+        /// The purposes it is read as.
+        covers: Purposes,
+    },
+}
+
+/// What a preference line calls its keys.
+fn label_word(key: &str) -> &'static str {
+    if key == "content-signal" {
+        "name"
+    } else {
+        "label"
+    }
 }
 
 /// One note about one line.
@@ -91,6 +127,37 @@ impl fmt::Display for Diagnostic<'_> {
             DiagnosticKind::InvalidValue { key } => {
                 write!(f, "invalid {key} value `{}` ignored", self.text)
             }
+            DiagnosticKind::PreferenceSkipped { key } => write!(
+                f,
+                "{key} member `{}` is not a {} with a yes/no value; skipped",
+                self.text,
+                label_word(key)
+            ),
+            DiagnosticKind::UnknownLabel { key } => write!(
+                f,
+                "unknown {key} {} `{}` ignored",
+                label_word(key),
+                self.text
+            ),
+            DiagnosticKind::DuplicateLabel { key } => {
+                let counts = if key == "content-signal" {
+                    "the most restrictive value counts"
+                } else {
+                    "the last value counts"
+                };
+                write!(
+                    f,
+                    "{key} {} `{}` given twice; {counts}",
+                    label_word(key),
+                    self.text
+                )
+            }
+            DiagnosticKind::OlderLabel { covers } => write!(
+                f,
+                "content-usage label `{}` is from an earlier AIPREF vocabulary draft; \
+                 read as {covers}",
+                self.text
+            ),
         }
     }
 }
@@ -114,6 +181,10 @@ pub(super) enum NoteKind {
     NulByte,
     RuleOutsideGroup,
     InvalidValue(Directive),
+    PreferenceSkipped(Directive),
+    UnknownLabel(Directive),
+    DuplicateLabel(Directive),
+    OlderLabel(Purposes),
 }
 
 fn directive_name(d: Directive) -> &'static str {
@@ -124,6 +195,8 @@ fn directive_name(d: Directive) -> &'static str {
         Directive::Sitemap => "sitemap",
         Directive::CrawlDelay => "crawl-delay",
         Directive::RequestRate => "request-rate",
+        Directive::ContentSignal => "content-signal",
+        Directive::ContentUsage => "content-usage",
         Directive::Unknown => "unknown",
     }
 }
@@ -146,6 +219,16 @@ impl Note {
             NoteKind::InvalidValue(d) => DiagnosticKind::InvalidValue {
                 key: directive_name(d),
             },
+            NoteKind::PreferenceSkipped(d) => DiagnosticKind::PreferenceSkipped {
+                key: directive_name(d),
+            },
+            NoteKind::UnknownLabel(d) => DiagnosticKind::UnknownLabel {
+                key: directive_name(d),
+            },
+            NoteKind::DuplicateLabel(d) => DiagnosticKind::DuplicateLabel {
+                key: directive_name(d),
+            },
+            NoteKind::OlderLabel(covers) => DiagnosticKind::OlderLabel { covers },
         };
         Diagnostic {
             line: self.line,

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::pattern::Path;
 use super::url::path_params_query;
+use super::usage::{self, Preference, Purposes, UsageVerdict};
 use super::{Group, RequestRate, RobotsTxt, RuleKind};
 
 /// Which groups decided a verdict.
@@ -87,6 +88,45 @@ impl<'a> AgentRules<'a> {
             return robots_txt_itself();
         }
         decide(self.robots, self.groups.iter().copied(), self.scope, path)
+    }
+
+    /// Does the site refuse any of `purposes` for `path`? `path` is an
+    /// origin-form path and query, as [`AgentRules::check_path`] takes it
+    /// (a `#fragment` is dropped). The statements come from the groups the
+    /// rules come from; see [`UsageVerdict`] for how they combine. An empty
+    /// `purposes` never refuses.
+    ///
+    /// This answers the site's stated preferences only: whether the path may
+    /// be fetched at all is [`AgentRules::check_path`]'s answer, which
+    /// decides first (draft-ietf-aipref-attach: preferences apply to what
+    /// can be crawled). `/robots.txt` is not exempt here: RFC 9309 §2.2.2
+    /// lets a robot fetch it, which says nothing about its use.
+    ///
+    /// ```
+    /// use robots_guard::robots::{Purpose, Purposes, RobotsTxt};
+    ///
+    /// let robots = RobotsTxt::parse(
+    ///     b"User-agent: *\nContent-Signal: search=yes\nContent-Usage: /news/ train-ai=n\n",
+    /// );
+    /// let rules = robots.for_agent("FooBot");
+    /// let train = Purposes::NONE.with(Purpose::AiTrain);
+    /// let refusal = rules.usage("/news/a", train).refusal.expect("refused");
+    /// assert_eq!(refusal.purpose, Purpose::AiTrain);
+    /// assert_eq!(refusal.statement.to_string(), "content-usage: /news/ train-ai=n");
+    /// assert_eq!((refusal.statement.line, refusal.statement.group_line), (3, 1));
+    /// assert!(rules.usage("/blog/a", Purposes::ALL).allowed());
+    /// ```
+    pub fn usage(&self, path: &str, purposes: Purposes) -> UsageVerdict<'a> {
+        let path = path.as_bytes();
+        let path = &path[..memchr::memchr(b'#', path).unwrap_or(path.len())];
+        usage::decide(self.robots, &self.groups, self.scope, path, purposes)
+    }
+
+    /// The `Content-Signal` and `Content-Usage` lines of the groups that
+    /// apply, in file order: what the site states about AI use, for
+    /// `check --explain`. Selected exactly as the rules are.
+    pub fn preferences(&self) -> impl Iterator<Item = Preference<'a>> + '_ {
+        usage::preferences(self.robots, &self.groups)
     }
 
     /// Which groups apply.

@@ -8,6 +8,11 @@
 //! (RFC 9309 §2.2.2 leaves it implicit; the reference leaves it to the
 //! crawler).
 //!
+//! Beside the rules, the engine reads what a site states about AI use
+//! (`Content-Signal`, `Content-Usage`; see [`Purpose`] and
+//! [`AgentRules::usage`]). Those lines never change a group or a
+//! [`Verdict`]: the crawl verdict stays Google's.
+//!
 //! ```
 //! use robots_guard::robots::RobotsTxt;
 //!
@@ -26,6 +31,7 @@ mod parse;
 mod pattern;
 mod spelling;
 mod url;
+mod usage;
 
 pub use agent::{is_global_agent, product_token, robots_value_token};
 pub use diagnostics::{Diagnostic, DiagnosticKind};
@@ -36,6 +42,10 @@ pub use spelling::{
     fold_case, judge, normalise, served_forms, Judgment, ServedForm, Spelling, Spellings,
 };
 pub use url::path_params_query;
+pub use usage::{
+    MatchedPreference, Preference, PreferenceKind, Purpose, Purposes, UnknownPurpose, UsageRefusal,
+    UsageVerdict,
+};
 
 use std::ops::Range;
 use std::time::Duration;
@@ -52,6 +62,8 @@ pub struct RobotsTxt {
     /// Literal segments of the patterns with `*`.
     wildcards: Wildcards,
     agents: Vec<Span>,
+    /// `Content-Signal` and `Content-Usage` lines inside groups.
+    statements: Vec<Statement>,
     sitemaps: Vec<Span>,
     diagnostics: Vec<diagnostics::Note>,
     line_count: u32,
@@ -112,6 +124,8 @@ struct Group {
     agents: Range<usize>,
     /// Indices into `RobotsTxt::rules`.
     rules: Range<usize>,
+    /// Indices into `RobotsTxt::statements`.
+    statements: Range<usize>,
     /// A `*` line is part of the run.
     global: bool,
     /// Line of the first user-agent line.
@@ -129,6 +143,22 @@ struct Rule {
     via_index_html: bool,
     line: u32,
     pattern: Pattern,
+}
+
+/// One `Content-Signal` or `Content-Usage` line of a group.
+#[derive(Debug, Clone)]
+struct Statement {
+    kind: PreferenceKind,
+    line: u32,
+    /// The value as written (comment and surrounding blanks removed).
+    text: Span,
+    /// `Content-Usage`: the path pattern, `/` when none was written.
+    pattern: Option<Pattern>,
+    allowed: Purposes,
+    refused: Purposes,
+    /// `Content-Signal`: the member that decided each purpose, in
+    /// [`Purpose::ALL`] order (a `Content-Usage` line decides as a whole).
+    members: [Span; 3],
 }
 
 impl RobotsTxt {

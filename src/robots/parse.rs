@@ -8,7 +8,8 @@ use super::diagnostics::{Note, NoteKind};
 use super::escape::push_escaped;
 use super::lex::{Line, Lines, Record};
 use super::pattern::{Pattern, Wildcards};
-use super::{Group, RequestRate, RobotsTxt, Rule, RuleKind, Span};
+use super::usage::{read_signal, read_usage, split_path, PreferenceKind};
+use super::{Group, RequestRate, RobotsTxt, Rule, RuleKind, Span, Statement};
 
 /// What a key means, after the reference's prefix and typo rules.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,6 +20,8 @@ pub(super) enum Directive {
     Sitemap,
     CrawlDelay,
     RequestRate,
+    ContentSignal,
+    ContentUsage,
     Unknown,
 }
 
@@ -51,7 +54,9 @@ fn classify_against(key: &[u8], name: &[u8], typos: &[&[u8]]) -> Option<KeyMatch
 }
 
 /// Classifies a key in the reference's order: user-agent, allow, disallow,
-/// sitemap; then our extensions crawl-delay and request-rate.
+/// sitemap; then our extensions crawl-delay and request-rate, and the AI-use
+/// preferences content-signal and content-usage, which match by their whole
+/// name only (see `usage.rs`).
 fn classify(key: &[u8]) -> (Directive, KeyMatch) {
     /// A directive, its name and the misspellings accepted for it.
     type KeySpec = (Directive, &'static [u8], &'static [&'static [u8]]);
@@ -84,6 +89,8 @@ fn classify(key: &[u8]) -> (Directive, KeyMatch) {
             b"request-rate",
             &[b"requestrate", b"request_rate"],
         ),
+        (Directive::ContentSignal, b"content-signal", &[]),
+        (Directive::ContentUsage, b"content-usage", &[]),
     ];
     // Cheap dispatch on the first byte keeps the common case to one compare.
     let first = key.first().map(u8::to_ascii_lowercase);
@@ -93,14 +100,24 @@ fn classify(key: &[u8]) -> (Directive, KeyMatch) {
             Directive::Allow => first == Some(b'a'),
             Directive::Disallow => first == Some(b'd'),
             Directive::Sitemap => first == Some(b's'),
-            Directive::CrawlDelay => first == Some(b'c'),
+            Directive::CrawlDelay | Directive::ContentSignal | Directive::ContentUsage => {
+                first == Some(b'c')
+            }
             Directive::RequestRate => first == Some(b'r'),
             Directive::Unknown => false,
         };
-        if could {
-            if let Some(how) = classify_against(key, name, typos) {
-                return (*directive, how);
+        if !could {
+            continue;
+        }
+        if matches!(
+            directive,
+            Directive::ContentSignal | Directive::ContentUsage
+        ) {
+            if key.eq_ignore_ascii_case(name) {
+                return (*directive, KeyMatch::Exact);
             }
+        } else if let Some(how) = classify_against(key, name, typos) {
+            return (*directive, how);
         }
     }
     (Directive::Unknown, KeyMatch::Exact)
@@ -186,6 +203,12 @@ impl Builder {
             }
             Directive::CrawlDelay => self.crawl_delay(line.number, value),
             Directive::RequestRate => self.request_rate(line.number, value),
+            Directive::ContentSignal => {
+                self.preference(line.number, PreferenceKind::ContentSignal, value)
+            }
+            Directive::ContentUsage => {
+                self.preference(line.number, PreferenceKind::ContentUsage, value)
+            }
             Directive::Unknown => self.note(line.number, NoteKind::UnknownKey, key),
         }
     }
@@ -199,6 +222,7 @@ impl Builder {
                 self.out.groups.push(Group {
                     agents: agents_at..agents_at,
                     rules: rules_at..rules_at,
+                    statements: self.out.statements.len()..self.out.statements.len(),
                     global: false,
                     line,
                     crawl_delay: None,
@@ -310,6 +334,65 @@ impl Builder {
         }
     }
 
+    /// A `Content-Signal` or `Content-Usage` line: a statement of the open
+    /// group. Like `Crawl-delay`, it neither starts nor ends a group.
+    fn preference(&mut self, line: u32, kind: PreferenceKind, value: &[u8]) {
+        let directive = kind.directive();
+        let Some((group, _)) = self.open else {
+            self.note(line, NoteKind::RuleOutsideGroup, b"");
+            return;
+        };
+        // Read as shown: ranges in the reading are ranges of the stored text.
+        let shown = String::from_utf8_lossy(value);
+        let shown = shown.as_bytes();
+        let reading = match kind {
+            PreferenceKind::ContentSignal => read_signal(shown),
+            PreferenceKind::ContentUsage => read_usage(shown),
+        };
+        for (note, range) in &reading.notes {
+            self.note(line, *note, &shown[range.clone()]);
+        }
+        if reading.empty {
+            self.note(line, NoteKind::InvalidValue(directive), value);
+            return;
+        }
+        let text = self.push(shown);
+        let pattern = match kind {
+            PreferenceKind::ContentSignal => None,
+            PreferenceKind::ContentUsage => {
+                // The path from the bytes as written, escaped as a rule's is.
+                let path = match split_path(value) {
+                    (Some(path), _) => &value[path],
+                    (None, _) => b"/",
+                };
+                let start = self.out.text.len();
+                push_escaped(path, &mut self.out.text);
+                let span = Span {
+                    start,
+                    len: self.out.text.len() - start,
+                };
+                Some(self.compile(span))
+            }
+        };
+        let members = reading.members.map(|member| match member {
+            Some(member) if kind == PreferenceKind::ContentSignal => Span {
+                start: text.start + member.start,
+                len: member.len(),
+            },
+            _ => text,
+        });
+        self.out.statements.push(Statement {
+            kind,
+            line,
+            text,
+            pattern,
+            allowed: reading.allowed,
+            refused: reading.refused,
+            members,
+        });
+        self.out.groups[group].statements.end = self.out.statements.len();
+    }
+
     fn push(&mut self, bytes: &[u8]) -> Span {
         let start = self.out.text.len();
         self.out.text.extend_from_slice(bytes);
@@ -388,6 +471,32 @@ mod tests {
         ];
         for (key, directive, how) in table {
             assert_eq!(classify(key.as_bytes()), (*directive, *how), "{key:?}");
+        }
+    }
+
+    #[test]
+    fn ext_preference_keys_match_whole_names() {
+        let table: &[(&str, Directive)] = &[
+            ("Content-Signal", Directive::ContentSignal),
+            ("content-signal", Directive::ContentSignal),
+            ("CONTENT-USAGE", Directive::ContentUsage),
+            ("Content-Usage", Directive::ContentUsage),
+            // No prefix matching, no misspellings: another key stays unknown.
+            ("Content-Usage-Policy", Directive::Unknown),
+            ("Content-Signals", Directive::Unknown),
+            ("content_usage", Directive::Unknown),
+            ("content", Directive::Unknown),
+            // The older `c` keys are unchanged.
+            ("crawl-delay", Directive::CrawlDelay),
+            ("crawl-delays", Directive::CrawlDelay),
+            ("crawldelay", Directive::CrawlDelay),
+        ];
+        for (key, directive) in table {
+            let (got, how) = classify(key.as_bytes());
+            assert_eq!(got, *directive, "{key:?}");
+            if matches!(got, Directive::ContentSignal | Directive::ContentUsage) {
+                assert_eq!(how, KeyMatch::Exact, "{key:?}");
+            }
         }
     }
 
