@@ -16,6 +16,13 @@ use super::SigningError;
 /// The PEM label of a PKCS#8 private key (RFC 7468 §10).
 const PEM_LABEL: &str = "PRIVATE KEY";
 
+/// RFC 8410 §7: a PKCS#8 v1 `OneAsymmetricKey` for Ed25519 up to the
+/// 32-byte seed (SEQUENCE { version 0, AlgorithmIdentifier { 1.3.101.112 },
+/// OCTET STRING { OCTET STRING (32 bytes) } }).
+const PKCS8_V1_ED25519_PREFIX: [u8; 16] = [
+    0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x04, 0x22, 0x04, 0x20,
+];
+
 /// An Ed25519 key pair.
 pub(crate) struct SigningKey {
     pair: Ed25519KeyPair,
@@ -32,9 +39,9 @@ impl fmt::Debug for SigningKey {
 
 impl SigningKey {
     /// Reads the key at `path`: one `-----BEGIN PRIVATE KEY-----` block
-    /// holding an Ed25519 PKCS#8 key, v2 (with the public key, as `keys
-    /// init` and *ring* write it, checked against the private key) or v1 (as
-    /// `openssl genpkey -algorithm ed25519` writes it).
+    /// holding an Ed25519 PKCS#8 key, v1 (as `keys init` and `openssl
+    /// genpkey -algorithm ed25519` write it) or v2 (with the public key,
+    /// checked against the private key).
     ///
     /// # Errors
     ///
@@ -67,12 +74,22 @@ impl SigningKey {
             .map_err(|e| format!("not an Ed25519 PKCS#8 private key ({e})"))
     }
 
-    /// A new key, as a PKCS#8 v2 document (DER) and the key itself.
+    /// A new key, as a PKCS#8 document (DER) and the key itself.
+    ///
+    /// The document is PKCS#8 v1, the form RFC 8410 §7 shows and `openssl
+    /// genpkey` writes: the 32-byte seed alone. *ring*'s own v2 documents
+    /// (with the public key) are refused by OpenSSL 3 and by Python's
+    /// `cryptography`, and an operator may want to use the key with either.
     pub(crate) fn generate() -> Result<(Vec<u8>, SigningKey), SigningError> {
-        let rng = ring::rand::SystemRandom::new();
-        let der = Ed25519KeyPair::generate_pkcs8(&rng).map_err(|_| SigningError::Generate)?;
-        let key = SigningKey::from_pkcs8(der.as_ref()).map_err(|_| SigningError::Generate)?;
-        Ok((der.as_ref().to_vec(), key))
+        use ring::rand::SecureRandom;
+        let mut seed = [0u8; 32];
+        ring::rand::SystemRandom::new()
+            .fill(&mut seed)
+            .map_err(|_| SigningError::Generate)?;
+        let mut der = PKCS8_V1_ED25519_PREFIX.to_vec();
+        der.extend_from_slice(&seed);
+        let key = SigningKey::from_pkcs8(&der).map_err(|_| SigningError::Generate)?;
+        Ok((der, key))
     }
 
     /// The 32-byte public key (RFC 8032 §5.1.5), the JWK's `x`.
@@ -142,6 +159,33 @@ mod tests {
         assert!(text.lines().all(|line| line.len() <= 64));
         let again = SigningKey::from_pkcs8(&pkcs8_der(text.as_bytes()).unwrap()).unwrap();
         assert_eq!(again.public_key(), key.public_key());
+    }
+
+    #[test]
+    fn generated_keys_are_rfc8410_pkcs8_v1_and_v2_keys_load_too() {
+        let (der, _) = SigningKey::generate().unwrap();
+        assert_eq!(der.len(), 48);
+        assert_eq!(der[..16], PKCS8_V1_ED25519_PREFIX);
+        let rng = ring::rand::SystemRandom::new();
+        let v2 = Ed25519KeyPair::generate_pkcs8(&rng).unwrap();
+        SigningKey::from_pkcs8(v2.as_ref()).unwrap();
+    }
+
+    #[test]
+    fn rfc8037_a1_key_has_a2_public_key() {
+        use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        // RFC 8037 A.1's private key `d`, as a v1 document; A.2's `x`.
+        let mut der = PKCS8_V1_ED25519_PREFIX.to_vec();
+        der.extend(
+            URL_SAFE_NO_PAD
+                .decode("nWGxne_9WmC6hEr0kuwsxERJxWl7MmkZcDusAxyuf2A")
+                .unwrap(),
+        );
+        let key = SigningKey::from_pkcs8(&der).unwrap();
+        assert_eq!(
+            URL_SAFE_NO_PAD.encode(key.public_key()),
+            "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"
+        );
     }
 
     #[test]
