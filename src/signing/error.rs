@@ -58,8 +58,9 @@ pub enum SigningError {
         /// Why it is refused.
         reason: &'static str,
     },
-    /// `signing.expires_in` is zero or too large to add to a timestamp.
-    #[error("signing.expires_in must be greater than zero and at most a year")]
+    /// `signing.expires_in` is zero, or longer than the 24 hours the draft
+    /// recommends at most.
+    #[error("signing.expires_in must be greater than zero and at most 24h")]
     ExpiresIn,
     /// The system's random number generator failed while making a key.
     #[error("cannot generate a signing key: the system random number generator failed")]

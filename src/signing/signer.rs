@@ -195,9 +195,13 @@ impl Signer {
     /// request names it: the host is lowercased here (RFC 9421 §2.2.3), and
     /// the caller leaves the port out when it is the scheme's default, as
     /// `Origin::authority` does (an authority alone does not say which port
-    /// is the default). Nothing else of the request is covered: the drafts'
-    /// minimum, which a site can check whatever the proxy's upstream client
-    /// does to the path or method's spelling.
+    /// is the default).
+    ///
+    /// Only the draft's required minimum is covered, since the signer is
+    /// given the fields and the authority alone: such a signature verifies
+    /// for any method and path on that authority until it expires (§5.2
+    /// says so, and asks signers that can to cover `@method` and `@path`
+    /// too), so `expires_in` is what bounds a replay.
     pub fn sign(&self, headers: &mut HeaderMap, authority: &str, now: SystemTime) {
         let created = unix_seconds(now);
         self.sign_at(headers, authority, created, created + self.expires_in);
