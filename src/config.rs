@@ -53,6 +53,8 @@ pub struct Config {
     /// network; the first that matches wins.
     #[serde(rename = "profile")]
     pub profiles: Vec<ProfileConfig>,
+    /// `[signing]`: Web Bot Auth request signatures; absent, requests are not signed.
+    pub signing: Option<SigningConfig>,
 }
 
 /// Errors from loading the configuration.
@@ -274,6 +276,93 @@ impl fmt::Debug for AuthConfig {
             .field("users", &self.users.keys().collect::<Vec<_>>())
             .field("htpasswd", &self.htpasswd)
             .finish()
+    }
+}
+
+/// `[signing]`: sign every forwarded request with HTTP Message Signatures (RFC 9421) as
+/// Web Bot Auth (draft-ietf-webbotauth-httpsig-protocol) profiles them, so a site can
+/// verify which robot sent it. Absent: no request is signed. `signature_agent` is
+/// required; the rest have defaults.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SigningConfig {
+    /// The Ed25519 private key (PKCS#8 PEM) made by `robots-guard keys init`, read at
+    /// start and on every reload. Default `certs/signing.key`.
+    #[serde(default = "SigningConfig::default_key")]
+    pub key: PathBuf,
+    /// The URL of the robot's key directory, sent in `Signature-Agent`: where sites fetch
+    /// the public key, e.g. `https://bot.example/.well-known/http-message-signatures-directory`
+    /// (the admin listener serves that path). An absolute `https://` URL (`http://` only
+    /// for tests: the draft requires https). Required.
+    #[serde(deserialize_with = "SigningConfig::signature_agent")]
+    pub signature_agent: String,
+    /// How long a signature stays valid after it is made (its `expires`); a stolen one
+    /// can be replayed for that long. Greater than zero, at most 24 h as the draft
+    /// recommends. Default 5 min.
+    #[serde(
+        default = "SigningConfig::default_expires_in",
+        deserialize_with = "SigningConfig::expires_in"
+    )]
+    pub expires_in: Duration,
+    /// Forward the signatures a client made itself beside the proxy's (under another
+    /// label) instead of removing them. Default false.
+    #[serde(default)]
+    pub keep_client_signatures: bool,
+}
+
+impl SigningConfig {
+    /// The longest `expires_in` accepted: the draft's recommended bound.
+    pub const MAX_EXPIRES_IN: Duration = Duration::from_secs(24 * 3600);
+
+    fn default_key() -> PathBuf {
+        PathBuf::from("certs/signing.key")
+    }
+
+    fn default_expires_in() -> Duration {
+        Duration::from_secs(300)
+    }
+
+    /// Why `url` cannot be a `Signature-Agent` member value, if it cannot: it must be
+    /// an absolute `https://` (or, for tests, `http://`) URL with a host, in the
+    /// printable ASCII a Structured Field String holds, without `"` or `\`.
+    pub fn check_signature_agent(url: &str) -> Result<(), &'static str> {
+        if !url
+            .bytes()
+            .all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\')
+        {
+            return Err("must be printable ASCII without spaces, quotes or backslashes");
+        }
+        let uri: http::Uri = url.parse().map_err(|_| "is not a URL")?;
+        match uri.scheme_str() {
+            Some("https" | "http") => {}
+            _ => return Err("must start with https:// (or http:// for tests)"),
+        }
+        match uri.authority() {
+            Some(authority) if !authority.host().is_empty() => Ok(()),
+            _ => Err("has no host"),
+        }
+    }
+
+    fn signature_agent<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+        let url = String::deserialize(d)?;
+        SigningConfig::check_signature_agent(&url).map_err(|reason| {
+            serde::de::Error::custom(format!(
+                "{url:?} {reason}; expected the key directory's URL, such as \
+                 \"https://bot.example/.well-known/http-message-signatures-directory\""
+            ))
+        })?;
+        Ok(url)
+    }
+
+    fn expires_in<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let v = de::nonzero_duration(d)?;
+        if v > SigningConfig::MAX_EXPIRES_IN {
+            return Err(serde::de::Error::custom(
+                "signatures valid for more than 24h can be replayed for as long; \
+                 expected at most \"24h\", such as \"5m\"",
+            ));
+        }
+        Ok(v)
     }
 }
 

@@ -11,6 +11,7 @@ pub mod outcome;
 pub mod policy;
 pub mod proxy;
 pub mod robots;
+pub mod signing;
 pub mod telemetry;
 pub mod tls;
 pub mod upstream;

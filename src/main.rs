@@ -1,4 +1,5 @@
-//! The `robots-guard` command line: `serve`, `check-config`, `check`, `ca init`.
+//! The `robots-guard` command line: `serve`, `check-config`, `check`, `ca init`,
+//! `keys init`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -42,6 +43,11 @@ enum Command {
     Ca {
         #[command(subcommand)]
         command: CaCommand,
+    },
+    /// Manage the key that signs requests (Web Bot Auth, `[signing]`).
+    Keys {
+        #[command(subcommand)]
+        command: KeysCommand,
     },
     /// Test URLs against a robots.txt file: one line per URL, exit 0 if all
     /// are allowed, 1 if any is disallowed, 2 on error.
@@ -98,6 +104,21 @@ enum CaCommand {
     },
 }
 
+#[derive(Subcommand)]
+enum KeysCommand {
+    /// Create the Ed25519 signing key (`signing.key`, mode 0600) and print
+    /// its keyid and public JWK, to publish in the key directory.
+    Init {
+        /// Where to put the key.
+        #[arg(long, default_value = "certs")]
+        dir: PathBuf,
+        /// Replace an existing key (sites that learned the old one stop
+        /// recognising the robot until they fetch the directory again).
+        #[arg(long)]
+        force: bool,
+    },
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
@@ -124,6 +145,9 @@ fn main() -> ExitCode {
         Some(Command::Ca {
             command: CaCommand::Init { dir, force },
         }) => ca_init(&dir, force),
+        Some(Command::Keys {
+            command: KeysCommand::Init { dir, force },
+        }) => keys_init(&dir, force),
         None => serve(std::path::Path::new("config.toml")),
     }
 }
@@ -138,6 +162,33 @@ fn ca_init(dir: &std::path::Path, force: bool) -> ExitCode {
                 files.cert.display(),
                 files.key.display(),
                 cert = files.cert.display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("robots-guard: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn keys_init(dir: &std::path::Path, force: bool) -> ExitCode {
+    use robots_guard::signing::{DIRECTORY_MEDIA_TYPE, DIRECTORY_PATH};
+    match robots_guard::signing::init_key(dir, force) {
+        Ok(key) => {
+            println!(
+                "created {path} (mode 0600)\n\
+                 keyid: {keyid}\n\
+                 public JWK: {jwk}\n\
+                 publish the key directory at https://YOUR-HOST{DIRECTORY_PATH}\n\
+                 (the admin listener serves it, as {DIRECTORY_MEDIA_TYPE}, once [signing] is \
+                 configured) and set in config.toml:\n\
+                 [signing]\n\
+                 key = \"{path}\"\n\
+                 signature_agent = \"https://YOUR-HOST{DIRECTORY_PATH}\"",
+                path = key.path.display(),
+                keyid = key.keyid,
+                jwk = key.jwk,
             );
             ExitCode::SUCCESS
         }
@@ -255,6 +306,9 @@ fn check_config(path: &std::path::Path) -> ExitCode {
         .map_err(|e| e.to_string())
         .and_then(|ca| {
             robots_guard::telemetry::check(&config.log).map_err(|e| e.to_string())?;
+            if let Some(signing) = &config.signing {
+                robots_guard::signing::Signer::from_config(signing).map_err(|e| e.to_string())?;
+            }
             Ok(ca)
         });
     match checked {

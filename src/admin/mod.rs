@@ -2,6 +2,10 @@
 //!
 //! - `GET /metrics`: Prometheus exposition of [`crate::metrics::Metrics`];
 //! - `GET /healthz`: `200 ok` while the proxy runs;
+//! - `GET /.well-known/http-message-signatures-directory`: the robot's key
+//!   directory when `[signing]` is configured (404 otherwise), signed as
+//!   draft-ietf-webbotauth-httpsig-protocol-01 Appendix B.1 says, for a
+//!   front end to publish at the `signing.signature_agent` URL;
 //! - `GET /`: a status page for people: per-host table (robots.txt state and
 //!   age, requests allowed/denied, pacing delay and queue) and the recent
 //!   denials, refreshing itself every few seconds.
@@ -143,6 +147,7 @@ fn route(live: &Live, request: &Request<Incoming>) -> Response<Full<Bytes>> {
     match request.uri().path() {
         "/metrics" => metrics(live, request),
         "/healthz" => text(StatusCode::OK, "ok\n"),
+        crate::signing::DIRECTORY_PATH => key_directory(live, request),
         "/" => {
             let profile = profile_asked_for(request.uri().query());
             let html = status_page::render(&live.settings(), live.services(), profile);
@@ -166,7 +171,8 @@ fn route(live: &Live, request: &Request<Incoming>) -> Response<Full<Bytes>> {
         }
         _ => text(
             StatusCode::NOT_FOUND,
-            "not found; this is the robots-guard admin endpoint: /, /metrics, /healthz\n",
+            "not found; this is the robots-guard admin endpoint: /, /metrics, /healthz, \
+             /.well-known/http-message-signatures-directory\n",
         ),
     }
 }
@@ -184,6 +190,35 @@ fn profile_asked_for(query: Option<&str>) -> Option<&str> {
                     .bytes()
                     .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
         })
+}
+
+/// The key directory of the signer in force, signed for the authority the
+/// request named (its `Host`, as the front end publishing it passes it on).
+fn key_directory(live: &Live, request: &Request<Incoming>) -> Response<Full<Bytes>> {
+    let Some(signer) = live.services().signer.load_full() else {
+        return text(
+            StatusCode::NOT_FOUND,
+            "no key directory: requests are not signed ([signing] is not configured)\n",
+        );
+    };
+    let authority = request
+        .uri()
+        .authority()
+        .map(|a| a.as_str().to_owned())
+        .or_else(|| {
+            let host = request.headers().get(http::header::HOST)?;
+            host.to_str().ok().map(str::to_owned)
+        });
+    let Some(authority) = authority.filter(|a| !a.is_empty()) else {
+        return text(
+            StatusCode::BAD_REQUEST,
+            "the directory is signed for the authority asked for: send a Host field\n",
+        );
+    };
+    let (headers, body) = signer.directory(&authority, std::time::SystemTime::now());
+    let mut response = Response::new(Full::new(body));
+    *response.headers_mut() = headers;
+    response
 }
 
 /// The exposition: the classic Prometheus text format, unless the scraper's

@@ -21,6 +21,7 @@ use crate::fetch::{RobotsCache, RobotsFetcher};
 use crate::metrics::{Metrics, ScrapeSources};
 use crate::policy::destination::DestinationPolicy;
 use crate::policy::Pacer;
+use crate::signing::{Signer, SigningError};
 use crate::tls::{CertificateAuthority, LeafMinter, TlsError};
 use crate::upstream::{UpstreamBuildError, UpstreamPools};
 
@@ -50,6 +51,9 @@ pub enum ServicesError {
     /// The interception CA could not be loaded or created.
     #[error(transparent)]
     Tls(#[from] TlsError),
+    /// The request signing key could not be loaded.
+    #[error(transparent)]
+    Signing(#[from] SigningError),
 }
 
 /// Everything kept across reloads.
@@ -73,6 +77,10 @@ pub struct Services {
     pub minter: Minter,
     /// Counters for `/metrics` and the status page.
     pub metrics: Arc<Metrics>,
+    /// The request signer of `[signing]` (none when signing is off), read
+    /// per request (`signer.load()` takes no lock) and replaced by a reload,
+    /// which reads the key file again.
+    pub signer: ArcSwapOption<Signer>,
 }
 
 /// The leaf minter of the CA in force (none in tunnel mode), replaced when a
@@ -102,6 +110,8 @@ impl Minter {
 pub struct Prepared {
     /// `Some` when the minter changes: the new one, or none (tunnel mode).
     minter: Option<Option<Arc<LeafMinter>>>,
+    /// The signer of the new settings (none when signing is off).
+    signer: Option<Arc<Signer>>,
 }
 
 impl Services {
@@ -129,6 +139,7 @@ impl Services {
             settings.fetch.clone(),
         ));
         let minter = settings.ca_files.as_ref().map(load_minter).transpose()?;
+        let signer = load_signer(settings)?;
         let current = Arc::new(ArcSwapOption::new(minter));
         let metrics = Arc::new(Metrics::new(ScrapeSources {
             robots: robots.clone(),
@@ -147,6 +158,7 @@ impl Services {
                 files: Mutex::new(settings.ca_files.clone()),
             },
             metrics,
+            signer: ArcSwapOption::new(signer),
         })
     }
 
@@ -154,14 +166,16 @@ impl Services {
     ///
     /// # Errors
     ///
-    /// [`ServicesError`] when another CA is named and cannot be loaded.
+    /// [`ServicesError`] when another CA is named and cannot be loaded, or
+    /// the signing key cannot be.
     pub fn prepare(&self, settings: &Settings) -> Result<Prepared, ServicesError> {
         let minter = if settings.ca_files == self.minter.files() {
             None
         } else {
             Some(settings.ca_files.as_ref().map(load_minter).transpose()?)
         };
-        Ok(Prepared { minter })
+        let signer = load_signer(settings)?;
+        Ok(Prepared { minter, signer })
     }
 
     /// Gives every service its part of `settings`. Cannot fail: what could,
@@ -180,7 +194,23 @@ impl Services {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner) = settings.ca_files.clone();
         }
+        self.signer.store(prepared.signer);
     }
+}
+
+/// The signer of `settings.signing`, its key read from the file every time:
+/// a reload after `keys init --force` signs with the new key.
+fn load_signer(settings: &Settings) -> Result<Option<Arc<Signer>>, ServicesError> {
+    let Some(signing) = &settings.signing else {
+        return Ok(None);
+    };
+    let signer = Signer::from_config(signing)?;
+    tracing::info!(
+        keyid = signer.keyid(),
+        signature_agent = signer.signature_agent(),
+        "requests are signed (Web Bot Auth)"
+    );
+    Ok(Some(Arc::new(signer)))
 }
 
 /// Loads the CA of `files`, creating it on first start, and says where it is

@@ -115,6 +115,8 @@ pub struct Settings {
     pub upstream: UpstreamSettings,
     /// `tls.ca_cert` and `tls.ca_key` in intercept mode, for the leaf minter.
     pub ca_files: Option<(PathBuf, PathBuf)>,
+    /// `[signing]`, for the request signer; `None`: requests are not signed.
+    pub signing: Option<crate::config::SigningConfig>,
 }
 
 /// Why a configuration cannot be used.
@@ -213,6 +215,7 @@ impl Settings {
             upstream,
             ca_files: (config.tls.mode == TlsMode::Intercept)
                 .then(|| (config.tls.ca_cert.clone(), config.tls.ca_key.clone())),
+            signing: config.signing.clone(),
         })
     }
 
