@@ -306,9 +306,6 @@ fn check_config(path: &std::path::Path) -> ExitCode {
         .map_err(|e| e.to_string())
         .and_then(|ca| {
             robots_guard::telemetry::check(&config.log).map_err(|e| e.to_string())?;
-            if let Some(signing) = &config.signing {
-                robots_guard::signing::Signer::from_config(signing).map_err(|e| e.to_string())?;
-            }
             Ok(ca)
         });
     match checked {

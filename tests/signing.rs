@@ -16,8 +16,12 @@ use robots_guard::config::{Config, SigningConfig, TlsMode};
 use robots_guard::signing::{Signer, DIRECTORY_MEDIA_TYPE, DIRECTORY_PATH};
 use serde_json::{json, Value};
 
-use support::proxy::{config_with, raw, raw_body, raw_header, raw_status, TestProxy};
-use support::{run_cli, temp_dir};
+use support::origin::{TestCa, TestOrigin};
+use support::proxy::{
+    config_with, get_request, h1_client, intercept, raw, raw_body, raw_header, raw_status, send,
+    TestProxy,
+};
+use support::{run_cli, temp_dir, ROBOTS};
 
 const AGENT: &str = "https://bot.example/.well-known/http-message-signatures-directory";
 
@@ -85,6 +89,18 @@ fn verify_request(
     jwks: &Value,
     label: Option<&str>,
 ) -> Result<Value, String> {
+    verify_request_with_skew(url, headers, jwks, label, None)
+}
+
+/// [`verify_request`], forgiving `clock_skew` seconds (the verifier's
+/// default, 5 s, when `None`).
+fn verify_request_with_skew(
+    url: &str,
+    headers: &HeaderMap,
+    jwks: &Value,
+    label: Option<&str>,
+    clock_skew: Option<u64>,
+) -> Result<Value, String> {
     let mut require = vec!["@authority".to_owned()];
     require.extend(label.map(|label| format!("\"signature-agent\";key=\"{label}\"")));
     python(&json!({
@@ -95,6 +111,7 @@ fn verify_request(
         "jwks": jwks,
         "tag": "web-bot-auth",
         "require": require,
+        "clock_skew": clock_skew,
     }))
 }
 
@@ -443,4 +460,177 @@ fn check_config_loads_the_signing_key() {
     write(&new_key("check-config-key"));
     let (code, stdout, stderr) = run_cli(["check-config", "--config", &path.display().to_string()]);
     assert_eq!(code, 0, "{stdout}{stderr}");
+}
+
+/// The fields the origin received, as the verifier reads them.
+fn received(origin: &TestOrigin) -> HeaderMap {
+    origin.last_request().expect("forwarded").headers
+}
+
+/// The JWK Set the admin listener serves (every key in force).
+async fn served_jwks(proxy: &TestProxy) -> Value {
+    let (answer, _) = fetch_directory(proxy).await;
+    assert_eq!(raw_status(&answer), 200, "{answer}");
+    serde_json::from_str(raw_body(&answer)).expect("a JWK Set")
+}
+
+#[tokio::test]
+async fn forwarded_requests_are_signed_plain_and_intercepted() {
+    let key = new_key("through");
+    let keyid = Signer::load(&key, AGENT, Duration::from_secs(60))
+        .unwrap()
+        .keyid()
+        .to_owned();
+    let ca = TestCa::new();
+    let tls = ca.server_config(&["127.0.0.1"]);
+    let https = TestOrigin::start_tls(
+        tls,
+        |req: http::Request<hyper::body::Incoming>| async move {
+            match req.uri().path() {
+                "/robots.txt" => support::origin::Reply::text(200, ROBOTS),
+                _ => support::origin::Reply::text(200, "secure"),
+            }
+        },
+    )
+    .await;
+    let plain = TestOrigin::site(ROBOTS).await;
+    let (roots, port) = (ca.pem_file(), https.port());
+    let proxy = TestProxy::start_with_admin(config_with(|c| {
+        c.admin.listen = "127.0.0.1:0".parse().expect("addr");
+        c.tls.extra_roots = vec![roots];
+        c.tls.connect_ports = vec![port];
+        c.signing = signing_config(&key).signing;
+    }))
+    .await;
+    let jwks = served_jwks(&proxy).await;
+
+    // Plain HTTP, with a signature of the client's own, which goes.
+    let mut request = get_request(&plain.url("/page"));
+    request
+        .headers_mut()
+        .insert("signature", HeaderValue::from_static("sig1=:AAAA:"));
+    assert_eq!(send(proxy.addr(), request).await.status, 200);
+    let headers = received(&plain);
+    let answer = verify_request(&plain.url("/page"), &headers, &jwks, Some("robots-guard"))
+        .expect("the plain request verifies");
+    assert_eq!(answer["verified"][0]["keyid"], keyid.as_str());
+    assert_eq!(headers.get_all("signature").iter().count(), 1);
+
+    // Intercepted HTTPS.
+    let target = format!("127.0.0.1:{port}");
+    let tls = intercept(proxy.addr(), &target, "", proxy.ca_cert(), &[b"http/1.1"]).await;
+    let mut sender = h1_client(tls).await;
+    let request = http::Request::builder()
+        .uri("/secret")
+        .header("host", &target)
+        .header("user-agent", support::TEST_USER_AGENT)
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .expect("request");
+    let response = sender.send_request(request).await.expect("answer");
+    assert_eq!(response.status(), 200);
+    let url = format!("https://{target}/secret");
+    let answer = verify_request(&url, &received(&https), &jwks, Some("robots-guard"))
+        .expect("the intercepted request verifies");
+    assert_eq!(answer["verified"][0]["keyid"], keyid.as_str());
+}
+
+#[tokio::test]
+async fn each_profile_signs_with_its_own_key_and_the_directory_lists_both() {
+    let (company, pricing) = (new_key("company"), new_key("pricing"));
+    let id = |key: &Path| {
+        Signer::load(key, AGENT, Duration::from_secs(60))
+            .unwrap()
+            .keyid()
+            .to_owned()
+    };
+    let (company_id, pricing_id) = (id(&company), id(&pricing));
+    let profiles = Config::from_toml(
+        &format!(
+            "[auth.users]\nalice = \"a\"\nbob = \"b\"\n\
+             [[profile]]\nname = \"pricing\"\nusers = [\"alice\"]\nsigning_key = {:?}\n",
+            pricing.display().to_string()
+        ),
+        "test",
+    )
+    .expect("profiles")
+    .profiles;
+    let origin = TestOrigin::site(ROBOTS).await;
+    let proxy = TestProxy::start_with_admin(config_with(|c| {
+        c.admin.listen = "127.0.0.1:0".parse().expect("addr");
+        c.tls.mode = TlsMode::Tunnel;
+        c.signing = signing_config(&company).signing;
+        c.auth.users.insert("alice".into(), "a".into());
+        c.auth.users.insert("bob".into(), "b".into());
+        c.profiles = profiles;
+    }))
+    .await;
+    let jwks = served_jwks(&proxy).await;
+    let kids: Vec<&str> = jwks["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["kid"].as_str().unwrap())
+        .collect();
+    assert_eq!(kids, [company_id.as_str(), pricing_id.as_str()]);
+    let (answer, host) = fetch_directory(&proxy).await;
+    let mut proved = verify_directory(&answer, &host).expect("one proof per key");
+    proved.sort();
+    let mut expected = vec![company_id.clone(), pricing_id.clone()];
+    expected.sort();
+    assert_eq!(proved, expected);
+
+    for (user, password, keyid) in [("alice", "a", &pricing_id), ("bob", "b", &company_id)] {
+        let mut request = get_request(&origin.url("/page"));
+        let credentials = base64_basic(user, password);
+        request
+            .headers_mut()
+            .insert("proxy-authorization", credentials.parse().expect("value"));
+        assert_eq!(send(proxy.addr(), request).await.status, 200);
+        let answer = verify_request(
+            &origin.url("/page"),
+            &received(&origin),
+            &jwks,
+            Some("robots-guard"),
+        )
+        .expect("verifies");
+        assert_eq!(answer["verified"][0]["keyid"], keyid.as_str(), "{user}");
+    }
+}
+
+fn base64_basic(user: &str, password: &str) -> String {
+    use base64::Engine as _;
+    format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
+    )
+}
+
+#[tokio::test]
+async fn a_signature_past_its_expires_is_refused_by_the_verifier() {
+    let key = new_key("expiry");
+    let origin = TestOrigin::site(ROBOTS).await;
+    let proxy = TestProxy::start_with_admin(config_with(|c| {
+        c.admin.listen = "127.0.0.1:0".parse().expect("addr");
+        c.tls.mode = TlsMode::Tunnel;
+        let mut signing = signing_config(&key).signing.expect("signing");
+        signing.expires_in = Duration::from_secs(1);
+        c.signing = Some(signing);
+    }))
+    .await;
+    let jwks = served_jwks(&proxy).await;
+    assert_eq!(
+        send(proxy.addr(), get_request(&origin.url("/page")))
+            .await
+            .status,
+        200
+    );
+    let headers = received(&origin);
+    verify_request_with_skew(&origin.url("/page"), &headers, &jwks, None, Some(0))
+        .expect("valid at once");
+    // `expires` is created + 1 s, in whole seconds: two seconds later it
+    // has passed.
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let err = verify_request_with_skew(&origin.url("/page"), &headers, &jwks, None, Some(0))
+        .expect_err("expired");
+    assert!(err.contains("expires"), "{err}");
 }

@@ -8,7 +8,7 @@ reason on stderr when a signature does not verify.
 
 Jobs:
 - {"mode": "verify-request", "method", "url", "headers": [[name, value], ...],
-   "jwks": {"keys": [...]}, "tag", "require": [component, ...]}
+   "jwks": {"keys": [...]}, "tag", "require": [component, ...], "clock_skew"?: seconds}
 - {"mode": "verify-response", "status", "headers", "body",
    "request": {"method", "url", "headers"}, "tag", "require"}: the keys are the
    JWK Set in the body itself (the directory's proof of possession)
@@ -102,9 +102,14 @@ def keys_of(jwks):
     return keys
 
 
-def verifier(keys):
+def verifier(keys, clock_skew=None):
     resolver = hms.MappingKeyResolver(public_keys=keys, private_keys={})
-    return hms.HTTPMessageVerifier(signature_algorithm=algorithms.ED25519, key_resolver=resolver)
+    verifier = hms.HTTPMessageVerifier(signature_algorithm=algorithms.ED25519, key_resolver=resolver)
+    if clock_skew is not None:
+        # The package forgives 5 s of skew by default; a test of `expires`
+        # may ask for none.
+        verifier.max_clock_skew = datetime.timedelta(seconds=clock_skew)
+    return verifier
 
 
 def result(verified):
@@ -135,7 +140,7 @@ def signature_agents(headers):
 def verify_request(job):
     request = Request(job["method"], job["url"], job["headers"])
     try:
-        verified = verifier(keys_of(job["jwks"])).verify(
+        verified = verifier(keys_of(job["jwks"]), job.get("clock_skew")).verify(
             request, expect_tag=job["tag"], require_components=job.get("require", ())
         )
     except hms.InvalidSignature as e:

@@ -192,15 +192,18 @@ fn profile_asked_for(query: Option<&str>) -> Option<&str> {
         })
 }
 
-/// The key directory of the signer in force, signed for the authority the
-/// request named (its `Host`, as the front end publishing it passes it on).
+/// The answer when nothing is signed.
+const NOT_SIGNING: &str =
+    "no key directory: requests are not signed ([signing] is not configured)\n";
+
+/// The key directory of the signers in force (every key, the profiles'
+/// too), signed for the authority the request named (its `Host`, as the
+/// front end publishing it passes it on).
 fn key_directory(live: &Live, request: &Request<Incoming>) -> Response<Full<Bytes>> {
-    let Some(signer) = live.services().signer.load_full() else {
-        return text(
-            StatusCode::NOT_FOUND,
-            "no key directory: requests are not signed ([signing] is not configured)\n",
-        );
-    };
+    let signers = live.services().signers.load_full();
+    if signers.is_empty() {
+        return text(StatusCode::NOT_FOUND, NOT_SIGNING);
+    }
     let authority = request
         .uri()
         .authority()
@@ -215,7 +218,9 @@ fn key_directory(live: &Live, request: &Request<Incoming>) -> Response<Full<Byte
             "the directory is signed for the authority asked for: send a Host field\n",
         );
     };
-    let (headers, body) = signer.directory(&authority, std::time::SystemTime::now());
+    let Some((headers, body)) = signers.directory(&authority, std::time::SystemTime::now()) else {
+        return text(StatusCode::NOT_FOUND, NOT_SIGNING);
+    };
     let mut response = Response::new(Full::new(body));
     *response.headers_mut() = headers;
     response

@@ -302,6 +302,8 @@ impl Server {
 /// The [`ServeError`] starting the proxy with `config` would meet.
 pub fn preflight(config: &Config) -> Result<CaStatus, ServeError> {
     let settings = Settings::from_config(config)?;
+    // Every signing key, the profiles' too, as `serve` loads them.
+    services::load_signers(&settings)?;
     let Some((cert, key)) = &settings.ca_files else {
         return Ok(CaStatus::NotUsed);
     };

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use arc_swap::ArcSwapOption;
+use arc_swap::{ArcSwap, ArcSwapOption};
 
 use super::headers::Via;
 use super::settings::Settings;
@@ -21,7 +21,7 @@ use crate::fetch::{RobotsCache, RobotsFetcher};
 use crate::metrics::{Metrics, ScrapeSources};
 use crate::policy::destination::DestinationPolicy;
 use crate::policy::Pacer;
-use crate::signing::{Signer, SigningError};
+use crate::signing::{Signer, Signers, SigningError};
 use crate::tls::{CertificateAuthority, LeafMinter, TlsError};
 use crate::upstream::{UpstreamBuildError, UpstreamPools};
 
@@ -77,10 +77,10 @@ pub struct Services {
     pub minter: Minter,
     /// Counters for `/metrics` and the status page.
     pub metrics: Arc<Metrics>,
-    /// The request signer of `[signing]` (none when signing is off), read
-    /// per request (`signer.load()` takes no lock) and replaced by a reload,
-    /// which reads the key file again.
-    pub signer: ArcSwapOption<Signer>,
+    /// The request signers: `[signing]`'s and each profile's own (none
+    /// when signing is off), read per request (`load()` takes no lock) and
+    /// replaced by a reload, which reads the key files again.
+    pub signers: ArcSwap<Signers>,
 }
 
 /// The leaf minter of the CA in force (none in tunnel mode), replaced when a
@@ -110,8 +110,8 @@ impl Minter {
 pub struct Prepared {
     /// `Some` when the minter changes: the new one, or none (tunnel mode).
     minter: Option<Option<Arc<LeafMinter>>>,
-    /// The signer of the new settings (none when signing is off).
-    signer: Option<Arc<Signer>>,
+    /// The signers of the new settings.
+    signers: Arc<Signers>,
 }
 
 impl Services {
@@ -139,7 +139,7 @@ impl Services {
             settings.fetch.clone(),
         ));
         let minter = settings.ca_files.as_ref().map(load_minter).transpose()?;
-        let signer = load_signer(settings)?;
+        let signers = load_signers(settings)?;
         let current = Arc::new(ArcSwapOption::new(minter));
         let metrics = Arc::new(Metrics::new(ScrapeSources {
             robots: robots.clone(),
@@ -158,7 +158,7 @@ impl Services {
                 files: Mutex::new(settings.ca_files.clone()),
             },
             metrics,
-            signer: ArcSwapOption::new(signer),
+            signers: ArcSwap::new(signers),
         })
     }
 
@@ -174,8 +174,8 @@ impl Services {
         } else {
             Some(settings.ca_files.as_ref().map(load_minter).transpose()?)
         };
-        let signer = load_signer(settings)?;
-        Ok(Prepared { minter, signer })
+        let signers = load_signers(settings)?;
+        Ok(Prepared { minter, signers })
     }
 
     /// Gives every service its part of `settings`. Cannot fail: what could,
@@ -194,23 +194,50 @@ impl Services {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner) = settings.ca_files.clone();
         }
-        self.signer.store(prepared.signer);
+        self.signers.store(prepared.signers);
     }
 }
 
-/// The signer of `settings.signing`, its key read from the file every time:
-/// a reload after `keys init --force` signs with the new key.
-fn load_signer(settings: &Settings) -> Result<Option<Arc<Signer>>, ServicesError> {
+/// The signers of `settings`: `[signing]`'s key and each profile's own, read
+/// from the files every time, so a reload after `keys init --force` signs
+/// with the new key. A file named twice is read once.
+///
+/// # Errors
+///
+/// [`ServicesError::Signing`] for the first key that cannot be loaded.
+pub fn load_signers(settings: &Settings) -> Result<Arc<Signers>, ServicesError> {
     let Some(signing) = &settings.signing else {
-        return Ok(None);
+        return Ok(Arc::new(Signers::none()));
     };
-    let signer = Signer::from_config(signing)?;
-    tracing::info!(
-        keyid = signer.keyid(),
-        signature_agent = signer.signature_agent(),
-        "requests are signed (Web Bot Auth)"
-    );
-    Ok(Some(Arc::new(signer)))
+    let default = Arc::new(Signer::from_config(signing)?);
+    let mut loaded: Vec<(PathBuf, Arc<Signer>)> = vec![(signing.key.clone(), default.clone())];
+    let mut by_profile = Vec::new();
+    for profile in &settings.profiles {
+        let Some(path) = &profile.signing_key else {
+            continue;
+        };
+        let signer = match loaded.iter().find(|(p, _)| p == path) {
+            Some((_, signer)) => signer.clone(),
+            None => {
+                let signer = Arc::new(
+                    Signer::load(path, &signing.signature_agent, signing.expires_in)?
+                        .keep_client_signatures(signing.keep_client_signatures),
+                );
+                loaded.push((path.clone(), signer.clone()));
+                signer
+            }
+        };
+        by_profile.push((profile.name.clone(), signer));
+    }
+    for (path, signer) in &loaded {
+        tracing::info!(
+            key = %path.display(),
+            keyid = signer.keyid(),
+            signature_agent = signer.signature_agent(),
+            "requests are signed (Web Bot Auth)"
+        );
+    }
+    Ok(Arc::new(Signers::new(Some(default), by_profile)))
 }
 
 /// Loads the CA of `files`, creating it on first start, and says where it is

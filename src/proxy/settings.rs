@@ -51,6 +51,8 @@ pub struct Profile {
     pub min_delay: Duration,
     /// `deny_destinations` beyond the global ones.
     pub deny_destinations: Vec<IpNet>,
+    /// `signing_key`: its own Web Bot Auth key (else `[signing] key`).
+    pub signing_key: Option<PathBuf>,
 }
 
 impl Profile {
@@ -137,6 +139,12 @@ pub enum SettingsError {
     /// The proxy users could not be loaded.
     #[error(transparent)]
     Auth(#[from] AuthConfigError),
+    /// A profile has a signing key but nothing says where its directory is.
+    #[error("profile {profile:?} sets signing_key, but there is no [signing] section (it names the signature_agent every key signs with)")]
+    SigningKeyWithoutSigning {
+        /// The profile.
+        profile: String,
+    },
     /// A profile names a user the proxy does not have.
     #[error("line {line}: profile {profile:?} names user {user:?}, whom proxy authentication does not know (auth.users, auth.htpasswd)")]
     UnknownUser {
@@ -168,6 +176,13 @@ impl Settings {
             .iter()
             .map(|p| team_profile(p, &default_profile, auth.as_ref()).map(Arc::new))
             .collect::<Result<Vec<_>, _>>()?;
+        if config.signing.is_none() {
+            if let Some(p) = profiles.iter().find(|p| p.signing_key.is_some()) {
+                return Err(SettingsError::SigningKeyWithoutSigning {
+                    profile: p.name.to_string(),
+                });
+            }
+        }
         let upstream = UpstreamSettings {
             connect_timeout: config.proxy.upstream_connect_timeout,
             pool_idle_timeout: POOL_IDLE_TIMEOUT,
@@ -257,6 +272,7 @@ fn top_level_profile(config: &Config) -> Result<Profile, SettingsError> {
         enforce: config.proxy.enforce,
         min_delay: Duration::ZERO,
         deny_destinations: Vec::new(),
+        signing_key: None,
     })
 }
 
@@ -304,6 +320,7 @@ fn team_profile(
         enforce: p.enforce.unwrap_or(top.enforce),
         min_delay: p.min_delay.unwrap_or(Duration::ZERO),
         deny_destinations: p.deny_destinations.clone(),
+        signing_key: p.signing_key.clone(),
     })
 }
 

@@ -23,7 +23,8 @@
 //! JWK and thumbprint (`jwk.rs`), builds RFC 9421 signature bases
 //! (`base.rs`) over the normalised `@authority` (`authority.rs`), and reads
 //! what a client already sent (`fields.rs`); `key_file.rs` makes new keys
-//! for `robots-guard keys init`.
+//! for `robots-guard keys init`; [`Signers`] (`signers.rs`) holds the
+//! signers in force, the top level's and each profile's.
 
 mod authority;
 mod base;
@@ -33,10 +34,12 @@ mod jwk;
 mod key;
 mod key_file;
 mod signer;
+mod signers;
 
 pub use error::SigningError;
 pub use key_file::{init_key, NewKey, KEY_FILE};
 pub use signer::{Signer, DIRECTORY_TAG, REQUEST_TAG};
+pub use signers::Signers;
 
 /// The well-known path of the key directory
 /// (draft-ietf-webbotauth-httpsig-protocol-01 §8.1, RFC 8615).

@@ -39,7 +39,7 @@ const DIRECTORY_LABEL: &str = "binding";
 /// draft asks for lifetimes well beyond how often a redistributed key list is
 /// republished, since a verifier that fetched the directory itself needs no
 /// proof at all; a day.
-const DIRECTORY_SIGNATURE_LIFETIME: u64 = 24 * 3600;
+pub(super) const DIRECTORY_SIGNATURE_LIFETIME: u64 = 24 * 3600;
 
 /// `Cache-Control` of the directory: verifiers refetch it within the hour,
 /// so a key replaced by `keys init --force` and a reload reaches them soon
@@ -281,55 +281,90 @@ impl Signer {
     }
 
     fn directory_at(&self, authority: &str, created: u64, expires: u64) -> (HeaderMap, Bytes) {
-        let body = format!(r#"{{"keys":[{}]}}"#, self.jwk.to_json());
-        let digest = ring::digest::digest(&ring::digest::SHA256, body.as_bytes());
-        let content_digest = format!("sha-256=:{}:", STANDARD.encode(digest));
-        let mut headers = HeaderMap::new();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static(DIRECTORY_MEDIA_TYPE));
-        headers.insert(
-            CACHE_CONTROL,
-            HeaderValue::from_static(DIRECTORY_CACHE_CONTROL),
-        );
-        let authority = authority::normalize(authority, &["80", "443"]);
-        let components = [
-            Component {
-                name: "@authority",
-                key: None,
-                req: true,
-                value: &authority,
-            },
-            Component::plain("content-digest", &content_digest),
-        ];
+        directory_of(&[self], authority, created, expires)
+    }
+}
+
+/// The key directory listing every key of `signers` (once each, by
+/// `keyid`), each proving possession with a signature of its own: labelled
+/// `binding` for the first key, `binding-2`, `binding-3`, ... for the next
+/// (draft-ietf-webbotauth-httpsig-protocol-01 Appendix B.1: one signature
+/// per key in the directory).
+pub(super) fn directory_of(
+    signers: &[&Signer],
+    authority: &str,
+    created: u64,
+    expires: u64,
+) -> (HeaderMap, Bytes) {
+    let mut keys: Vec<&Signer> = Vec::with_capacity(signers.len());
+    for signer in signers {
+        if !keys.iter().any(|k| k.keyid() == signer.keyid()) {
+            keys.push(signer);
+        }
+    }
+    let jwks: Vec<String> = keys.iter().map(|k| k.jwk.to_json()).collect();
+    let body = format!(r#"{{"keys":[{}]}}"#, jwks.join(","));
+    let digest = ring::digest::digest(&ring::digest::SHA256, body.as_bytes());
+    let content_digest = format!("sha-256=:{}:", STANDARD.encode(digest));
+    let mut headers = HeaderMap::new();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static(DIRECTORY_MEDIA_TYPE));
+    headers.insert(
+        CACHE_CONTROL,
+        HeaderValue::from_static(DIRECTORY_CACHE_CONTROL),
+    );
+    let Ok(digest_field) = HeaderValue::from_str(&content_digest) else {
+        return (headers, Bytes::from(body));
+    };
+    let authority = authority::normalize(authority, &["80", "443"]);
+    let components = [
+        Component {
+            name: "@authority",
+            key: None,
+            req: true,
+            value: &authority,
+        },
+        Component::plain("content-digest", &content_digest),
+    ];
+    let mut proofs = Vec::with_capacity(keys.len());
+    for (i, key) in keys.iter().enumerate() {
+        let label = if i == 0 {
+            DIRECTORY_LABEL.to_owned()
+        } else {
+            format!("{DIRECTORY_LABEL}-{}", i + 1)
+        };
         let params = [
             Param::Created(created),
             Param::Expires(expires),
-            Param::KeyId(self.keyid()),
+            Param::KeyId(key.keyid()),
             Param::Tag(DIRECTORY_TAG),
         ];
         let signed = base::prepare(&components, &params)
             .ok()
             .and_then(|prepared| {
-                let signature = self.key.sign(prepared.base.as_bytes());
-                let input = HeaderValue::from_str(&format!(
-                    "{DIRECTORY_LABEL}={}",
-                    prepared.signature_params
-                ));
-                let value = HeaderValue::from_str(&format!(
-                    "{DIRECTORY_LABEL}=:{}:",
-                    STANDARD.encode(signature)
-                ));
+                let signature = key.key.sign(prepared.base.as_bytes());
+                let input =
+                    HeaderValue::from_str(&format!("{label}={}", prepared.signature_params));
+                let value =
+                    HeaderValue::from_str(&format!("{label}=:{}:", STANDARD.encode(signature)));
                 Some((input.ok()?, value.ok()?))
             });
-        if let (Ok(digest), Some((input, value))) = (HeaderValue::from_str(&content_digest), signed)
-        {
-            headers.insert(http::HeaderName::from_static("content-digest"), digest);
-            headers.insert(SIGNATURE_INPUT, input);
-            headers.insert(SIGNATURE, value);
-        }
         // Unsigned (an authority with a line break, which a parsed `Host`
         // cannot hold) the directory still serves: the proof is optional.
-        (headers, Bytes::from(body))
+        let Some(proof) = signed else {
+            return (headers, Bytes::from(body));
+        };
+        proofs.push(proof);
     }
+    headers.insert(
+        http::HeaderName::from_static("content-digest"),
+        digest_field,
+    );
+    // One field line per key: the lines read as one Dictionary (RFC 9651 §4.2).
+    for (input, value) in proofs {
+        headers.append(SIGNATURE_INPUT, input);
+        headers.append(SIGNATURE, value);
+    }
+    (headers, Bytes::from(body))
 }
 
 /// Seconds since the epoch (0 for a clock set before it).

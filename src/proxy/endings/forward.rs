@@ -7,6 +7,10 @@
 //! (WebSocket) keeps its `Upgrade` fields and, once the origin answers `101`,
 //! becomes a byte pipe. How the origin did (a `429`/`503`, a failure, or an
 //! ordinary answer) feeds the host's back-off.
+//!
+//! With `[signing]`, the request is signed (Web Bot Auth) as it leaves, with
+//! the key of the request's profile: last, so the signature covers the
+//! fields as the origin receives them.
 
 use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt;
@@ -34,6 +38,13 @@ pub(super) async fn forward(
     let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut request));
     let mut request = request.map(|body| body.map_err(BoxError::from).boxed());
     prepare_request(&mut request, origin, &ex.services.via, upgrade);
+    if let Some(signer) = ex.services.signers.load().for_profile(&ex.profile.name) {
+        signer.sign(
+            request.headers_mut(),
+            &origin.authority(),
+            std::time::SystemTime::now(),
+        );
+    }
     let pools = &ex.services.upstream;
     let started = Instant::now();
     let deadline = started + ex.settings.upstream_timeout;
