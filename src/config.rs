@@ -19,7 +19,7 @@ use std::time::Duration;
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
-use crate::robots::{Spelling, Spellings};
+use crate::robots::{Purpose, Purposes, Spelling, Spellings};
 
 mod profile;
 
@@ -402,6 +402,13 @@ pub struct IdentityConfig {
     /// behave as one robot. Letters, `_` and `-` only. Default: unset.
     #[serde(deserialize_with = "de::product_token")]
     pub robot_name: Option<String>,
+    /// What the robot fetches for: `search`, `ai-input`, `ai-train`. A request is
+    /// refused (`403 usage-preference`) when the site's `Content-Signal` /
+    /// `Content-Usage` statements refuse one of them. Clients may add purposes per
+    /// request (`X-Robots-Guard-Purpose`), never remove these. Default `[]`: no
+    /// preference applies.
+    #[serde(deserialize_with = "de::purposes")]
+    pub purposes: Purposes,
 }
 
 impl Default for IdentityConfig {
@@ -412,6 +419,7 @@ impl Default for IdentityConfig {
             default_user_agent: "robots-guard/0.1".to_owned(),
             default_from: "robots-admin@example.invalid".to_owned(),
             robot_name: None,
+            purposes: Purposes::NONE,
         }
     }
 }
@@ -876,6 +884,30 @@ mod de {
         Ok(set)
     }
 
+    /// A list of purposes (`["search", "ai-train"]`), each at most once.
+    pub fn purposes<'de, D: Deserializer<'de>>(d: D) -> Result<Purposes, D::Error> {
+        let names = Vec::<String>::deserialize(d)?;
+        let mut set = Purposes::NONE;
+        for name in &names {
+            let purpose = Purpose::from_name(name).ok_or_else(|| {
+                D::Error::custom(format!(
+                    "unknown purpose \"{name}\": expected a list of {}",
+                    Purpose::ALL.map(|p| format!("\"{}\"", p.name())).join(", ")
+                ))
+            })?;
+            if set.contains(purpose) {
+                return Err(D::Error::custom(format!("\"{name}\" is listed twice")));
+            }
+            set = set.with(purpose);
+        }
+        Ok(set)
+    }
+
+    /// [`purposes`], for a key that may be left out.
+    pub fn opt_purposes<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Purposes>, D::Error> {
+        purposes(d).map(Some)
+    }
+
     /// A whole number of at least 1, as any non-zero integer type.
     pub fn at_least_one<'de, D, T>(d: D) -> Result<T, D::Error>
     where
@@ -1129,7 +1161,7 @@ mod tests {
             .values()
             .map(|section| section.as_table().map_or(0, |t| t.len()))
             .sum();
-        assert_eq!(count, 14 + 4 + 11 + 10 + 5 + 1 + 4 + 2);
+        assert_eq!(count, 14 + 5 + 11 + 10 + 5 + 1 + 4 + 2);
         assert!(text.contains("# robot_name = "));
     }
 

@@ -31,6 +31,9 @@ pub enum Reason {
     RobotsForbidden,
     /// 503: robots.txt could not be fetched, so nothing may be.
     RobotsUnreachable,
+    /// 403: the site's `Content-Signal` / `Content-Usage` refuses a purpose
+    /// the robot declared.
+    UsagePreference,
     /// 403: `User-Agent` or `From` missing or invalid.
     Identity,
     /// 429: the host's pacing queue is longer than `rate_limit.max_wait`.
@@ -81,13 +84,14 @@ pub enum Class {
 
 impl Reason {
     /// Every reason, for documentation and exhaustive tests.
-    pub const ALL: [Reason; 21] = [
+    pub const ALL: [Reason; 22] = [
         Reason::Allowed,
         Reason::Tunnel,
         Reason::Intercept,
         Reason::RobotsDisallow,
         Reason::RobotsForbidden,
         Reason::RobotsUnreachable,
+        Reason::UsagePreference,
         Reason::Identity,
         Reason::Pacing,
         Reason::SiteBackoff,
@@ -114,6 +118,7 @@ impl Reason {
             Reason::RobotsDisallow => "robots-disallow",
             Reason::RobotsForbidden => "robots-forbidden",
             Reason::RobotsUnreachable => "robots-unreachable",
+            Reason::UsagePreference => "usage-preference",
             Reason::Identity => "identity",
             Reason::Pacing => "pacing",
             Reason::SiteBackoff => "site-backoff",
@@ -144,6 +149,7 @@ impl Reason {
             | Reason::UpstreamTimeout => Class::Failed,
             Reason::RobotsDisallow
             | Reason::RobotsForbidden
+            | Reason::UsagePreference
             | Reason::Identity
             | Reason::ClientNotAllowed
             | Reason::ProxyAuth
@@ -170,6 +176,7 @@ impl Reason {
             Reason::RobotsDisallow
                 | Reason::RobotsForbidden
                 | Reason::RobotsUnreachable
+                | Reason::UsagePreference
                 | Reason::Identity
                 | Reason::Pacing
                 | Reason::SiteBackoff
@@ -229,6 +236,11 @@ pub struct Finished<'a> {
     pub would_refuse: &'a [Reason],
     /// The robots.txt copy the request was judged by, when one was consulted.
     pub robots: Option<RobotsCopy<'a>>,
+    /// What the request declared it fetches for.
+    pub purposes: crate::robots::Purposes,
+    /// The origin's `Content-Usage` members that refused a declared purpose
+    /// (the answer was passed on, marked).
+    pub usage_refused: Option<&'a str>,
 }
 
 /// Which robots.txt copy decided a request: enough to answer "what did the
@@ -303,6 +315,7 @@ mod tests {
                     Reason::RobotsDisallow
                         | Reason::RobotsForbidden
                         | Reason::RobotsUnreachable
+                        | Reason::UsagePreference
                         | Reason::Identity
                 );
             assert_eq!(reason.waivable(), politeness, "{reason}");

@@ -159,6 +159,8 @@ pub fn log_request(r: &Finished<'_>) {
         agent = r.agent,
         profile = &**r.profile,
         outcome = r.reason.word(),
+        purposes = (!r.purposes.is_empty()).then_some(tracing::field::display(r.purposes)),
+        usage_refused = r.usage_refused,
         would_refuse = (!r.would_refuse.is_empty())
             .then_some(WouldRefuse(r.would_refuse))
             .map(tracing::field::display),

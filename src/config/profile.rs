@@ -49,6 +49,9 @@ pub struct ProfileConfig {
     /// `From` added in `fill` mode (else the top level's).
     #[serde(default, deserialize_with = "opt_mailbox")]
     pub default_from: Option<String>,
+    /// What this robot fetches for (else the top level's `identity.purposes`).
+    #[serde(default, deserialize_with = "de::opt_purposes")]
+    pub purposes: Option<crate::robots::Purposes>,
     /// `false`: report-only; refusals for robots, usage preferences, identity and
     /// pacing become `X-Robots-Guard-Would-Refuse` (else `proxy.enforce`).
     #[serde(default)]

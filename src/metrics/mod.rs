@@ -165,6 +165,11 @@ struct RequestLabels {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ProfileLabels {
+    profile: ProfileLabel,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct WouldRefuseLabels {
     reason: &'static str,
     profile: ProfileLabel,
@@ -252,6 +257,7 @@ pub struct Metrics {
     pacing_wait: Histogram,
     pacing_rejected: Counter,
     would_refuse: Family<WouldRefuseLabels, Counter>,
+    usage_refused: Family<ProfileLabels, Counter>,
     open_connections: Family<ConnectionLabels, Gauge>,
     connections: Family<ConnectionLabels, Counter>,
     activity: Mutex<Activity>,
@@ -335,6 +341,13 @@ impl Metrics {
              refused, by the reason they would have been refused for",
             would_refuse.clone(),
         );
+        let usage_refused = Family::<ProfileLabels, Counter>::default();
+        registry.register(
+            "usage_refused_answers",
+            "Answers passed to the client although their Content-Usage header refuses a purpose \
+             the request declared (marked X-Robots-Guard-Usage)",
+            usage_refused.clone(),
+        );
         let open_connections = Family::<ConnectionLabels, Gauge>::default();
         registry.register(
             "open_connections",
@@ -367,6 +380,7 @@ impl Metrics {
             pacing_wait,
             pacing_rejected,
             would_refuse,
+            usage_refused,
             open_connections,
             connections,
             activity: Mutex::new(Activity {
@@ -395,6 +409,13 @@ impl Metrics {
             self.would_refuse
                 .get_or_create(&WouldRefuseLabels {
                     reason: reason.word(),
+                    profile: ProfileLabel(r.profile.clone()),
+                })
+                .inc();
+        }
+        if r.usage_refused.is_some() {
+            self.usage_refused
+                .get_or_create(&ProfileLabels {
                     profile: ProfileLabel(r.profile.clone()),
                 })
                 .inc();
@@ -805,6 +826,8 @@ mod tests {
             profile: &Arc::from(profile),
             would_refuse,
             robots: None,
+            purposes: crate::robots::Purposes::NONE,
+            usage_refused: None,
             client: "127.0.0.1:5000".parse().expect("addr"),
             host: Some(host),
             user: None,

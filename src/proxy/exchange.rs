@@ -39,6 +39,9 @@ pub(crate) enum Entry {
         authority: Authority,
         /// The user who opened the tunnel.
         user: Option<String>,
+        /// Purposes the CONNECT added (`X-Robots-Guard-Purpose`), for every
+        /// request inside.
+        purposes: crate::robots::Purposes,
     },
 }
 
@@ -87,6 +90,12 @@ pub(crate) struct Exchange {
     pub origin: Option<Arc<Origin>>,
     /// The product token robots.txt is matched for.
     pub agent: String,
+    /// What the request fetches for, held against the site's usage
+    /// preferences.
+    pub purposes: crate::robots::Purposes,
+    /// The `Content-Usage` members of the origin's answer that refuse a
+    /// declared purpose (sent on as `X-Robots-Guard-Usage`).
+    pub usage_refused: Option<String>,
     /// The robots.txt copy the request was judged by, for the audit trail.
     pub robots: Option<Arc<RobotsEntry>>,
     /// The robots.txt rule that decided, if one did.
@@ -148,6 +157,8 @@ impl Exchange {
             user: None,
             origin: None,
             agent: String::new(),
+            purposes: crate::robots::Purposes::NONE,
+            usage_refused: None,
             rule: None,
             delay: Duration::ZERO,
             upstream: None,
@@ -185,6 +196,8 @@ impl Exchange {
             profile: &self.profile.name,
             would_refuse: &self.would_refuse,
             robots: self.robots.as_deref().map(RobotsEntry::copy),
+            purposes: self.purposes,
+            usage_refused: self.usage_refused.as_deref(),
         }
     }
 }

@@ -89,6 +89,8 @@ fn refused_outside_the_pipeline(
         profile,
         would_refuse: &[],
         robots: None,
+        purposes: crate::robots::Purposes::NONE,
+        usage_refused: None,
     };
     log_request(&record);
     services.metrics.record(&record);

@@ -12,8 +12,9 @@
 //! | admit | proxy credentials (the client's address was checked at accept) |
 //! | target | the origin and the normal form of the target; malformed → 400 |
 //! | destination | denied networks after DNS → 403 |
+//! | purposes | the uses declared: the profile's and `X-Robots-Guard-Purpose` (removed); unknown → 400 |
 //! | identity | `User-Agent` / `From`: refuse, fill in or pass; the robot's token |
-//! | robots | robots.txt for the origin and its verdict → 403 / 503 |
+//! | robots | robots.txt for the origin: its rules, then its usage preferences for the purposes → 403 / 503 |
 //! | pace | the host's spacing and slots: wait, or 429 |
 //! | ending | forward, tunnel or intercept |
 //!
@@ -35,7 +36,7 @@ use hyper::body::Incoming;
 use super::endings;
 use super::exchange::{Conn, Exchange};
 use super::finish::finish;
-use super::phases::{admit, destination, identity, pace, robots, target};
+use super::phases::{admit, destination, identity, pace, purposes, robots, target};
 use super::response::{Answer, Refusal, PROFILE, WOULD_REFUSE};
 use crate::outcome::Reason;
 use crate::upstream::ProxyBody;
@@ -71,6 +72,7 @@ async fn phases(
     admit(ex, &request)?;
     let origin = target(ex, &mut request)?;
     destination(ex, &origin).await?;
+    purposes(ex, &mut request)?;
     let checked = identity(ex, &mut request);
     unless_report_only(ex, checked)?;
     let judged = robots(ex, &origin, &request).await;

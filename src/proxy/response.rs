@@ -15,7 +15,7 @@ use http::{Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 
 use crate::outcome::Reason;
-use crate::robots::RuleKind;
+use crate::robots::{Purpose, RuleKind};
 use crate::upstream::ProxyBody;
 
 /// `X-Robots-Guard-Reason`: the [`Reason`] word of an answer the proxy made.
@@ -34,6 +34,13 @@ pub const SERVED_AS: HeaderName = HeaderName::from_static("x-robots-guard-served
 /// `X-Robots-Guard-Spelling`: the spellings that lead to that form.
 pub const SPELLING: HeaderName = HeaderName::from_static("x-robots-guard-spelling");
 
+/// `X-Robots-Guard-Purpose`: on a `usage-preference` refusal, the purpose
+/// the site refuses. (The request header of the same name adds purposes;
+/// it is never forwarded.)
+pub const PURPOSE: HeaderName = HeaderName::from_static("x-robots-guard-purpose");
+/// `X-Robots-Guard-Usage`: on a forwarded answer whose `Content-Usage`
+/// header refuses a declared purpose, the members that refuse it.
+pub const USAGE: HeaderName = HeaderName::from_static("x-robots-guard-usage");
 /// `X-Robots-Guard-Profile`: the profile (robot) a refused or report-only
 /// request ran under.
 pub const PROFILE: HeaderName = HeaderName::from_static("x-robots-guard-profile");
@@ -92,6 +99,21 @@ pub enum Answer {
         reason: String,
         /// When the proxy will try robots.txt again.
         retry_after: Duration,
+    },
+    /// 403: the site refuses a purpose the robot declared.
+    UsagePreference {
+        /// `scheme://host[:port]`.
+        origin: String,
+        /// The product token that was matched.
+        agent: String,
+        /// The purpose refused.
+        purpose: Purpose,
+        /// The deciding statement (`content-usage: /news/ train-ai=n`).
+        statement: String,
+        /// Its line.
+        line: u32,
+        /// Where the statement came from.
+        robots_url: String,
     },
     /// 403: the request does not identify its robot as configured.
     Identity {
@@ -194,6 +216,7 @@ impl Answer {
             Answer::RobotsDisallow { .. } => Reason::RobotsDisallow,
             Answer::RobotsForbidden { .. } => Reason::RobotsForbidden,
             Answer::RobotsUnreachable { .. } => Reason::RobotsUnreachable,
+            Answer::UsagePreference { .. } => Reason::UsagePreference,
             Answer::Identity { .. } => Reason::Identity,
             Answer::Pacing { .. } => Reason::Pacing,
             Answer::SiteBackoff { .. } => Reason::SiteBackoff,
@@ -228,6 +251,7 @@ impl Answer {
             Reason::Allowed | Reason::Tunnel | Reason::Intercept => StatusCode::OK,
             Reason::RobotsDisallow
             | Reason::RobotsForbidden
+            | Reason::UsagePreference
             | Reason::Identity
             | Reason::ClientNotAllowed
             | Reason::DestinationDenied
@@ -291,6 +315,18 @@ impl Answer {
                  ({reason}). Until it can, nothing on {origin} may be fetched (RFC 9309 §2.3.1.4). \
                  Next attempt in {} s.\n",
                 whole_seconds(*retry_after)
+            ),
+            Answer::UsagePreference {
+                origin,
+                agent,
+                purpose,
+                statement,
+                line,
+                robots_url,
+            } => format!(
+                "403 Forbidden by the site's usage preferences\n\n{origin} does not allow its content \
+                 to be used for {purpose}, which `{agent}` declared it fetches for.\n\
+                 Deciding statement: `{statement}` on line {line} of {robots_url}\n"
             ),
             Answer::Identity { problem, hint } => {
                 format!("403 Forbidden: the robot must identify itself\n\n{problem}\nTo fix: {hint}\n")
@@ -423,6 +459,20 @@ impl Answer {
                     put(SERVED_AS, &served.form);
                     put(SPELLING, &served.spellings);
                 }
+            }
+            Answer::UsagePreference {
+                agent,
+                purpose,
+                statement,
+                line,
+                robots_url,
+                ..
+            } => {
+                put(RULE, statement);
+                put(LINE, &line.to_string());
+                put(ROBOTS_URL, robots_url);
+                put(AGENT, agent);
+                put(PURPOSE, purpose.name());
             }
             Answer::RobotsForbidden { robots_url, .. } => put(ROBOTS_URL, robots_url),
             Answer::RobotsUnreachable {

@@ -21,7 +21,7 @@ use crate::config::{
 use crate::fetch::{FetchError, FetchSettings};
 use crate::policy::auth::{AuthConfigError, ProxyAuth};
 use crate::policy::{BackoffSettings, IdentityMode, IdentityPolicy, PacingSettings};
-use crate::robots::{product_token, Spellings};
+use crate::robots::{product_token, Purposes, Spellings};
 use crate::upstream::{UpstreamBuildError, UpstreamSettings};
 
 /// How long a pooled upstream connection may stay idle.
@@ -45,6 +45,9 @@ pub struct Profile {
     /// The configured identity's product token, for tunnel-mode CONNECTs
     /// that name no agent.
     pub default_agent: String,
+    /// `purposes`: what it fetches for, checked against the site's
+    /// `Content-Signal` / `Content-Usage`.
+    pub purposes: Purposes,
     /// `enforce`: false is report-only.
     pub enforce: bool,
     /// `min_delay`: a floor on the spacing of this profile's requests at a host.
@@ -269,6 +272,7 @@ fn top_level_profile(config: &Config) -> Result<Profile, SettingsError> {
             .robot_name
             .clone()
             .unwrap_or_else(|| product_token(&id.default_user_agent).to_owned()),
+        purposes: id.purposes,
         enforce: config.proxy.enforce,
         min_delay: Duration::ZERO,
         deny_destinations: Vec::new(),
@@ -317,6 +321,7 @@ fn team_profile(
         identity,
         robot_name,
         default_agent,
+        purposes: p.purposes.unwrap_or(top.purposes),
         enforce: p.enforce.unwrap_or(top.enforce),
         min_delay: p.min_delay.unwrap_or(Duration::ZERO),
         deny_destinations: p.deny_destinations.clone(),

@@ -43,8 +43,8 @@ pub use spelling::{
 };
 pub use url::path_params_query;
 pub use usage::{
-    MatchedPreference, Preference, PreferenceKind, Purpose, Purposes, UnknownPurpose, UsageRefusal,
-    UsageVerdict,
+    refusing_members, MatchedPreference, Preference, PreferenceKind, Purpose, Purposes,
+    UnknownPurpose, UsageRefusal, UsageVerdict,
 };
 
 use std::ops::Range;

@@ -192,6 +192,12 @@ impl Purposes {
         Purposes(self.0 | other.0)
     }
 
+    /// The purposes in both sets.
+    #[must_use]
+    pub fn intersection(self, other: Purposes) -> Purposes {
+        Purposes(self.0 & other.0)
+    }
+
     /// Is the set empty?
     pub fn is_empty(self) -> bool {
         self.0 == 0
@@ -536,6 +542,32 @@ pub(super) struct Reading {
     pub notes: Vec<(NoteKind, Range<usize>)>,
     /// There was no preference to read (an empty value, or a path alone).
     pub empty: bool,
+}
+
+/// The members of a `Content-Usage` response header (draft-ietf-aipref-attach:
+/// an RFC 9651 dictionary of the same labels as the robots.txt line, no
+/// path) that refuse one of `purposes`, as the origin wrote them; empty when
+/// it refuses none. The header as a whole decides what is refused (a
+/// broader label gives way to a narrower one on the same line, as on the
+/// robots.txt line); the members named are those that refuse it alone.
+pub fn refusing_members(header: &str, purposes: Purposes) -> Vec<&str> {
+    let value = header.as_bytes();
+    let refused = read(PreferenceKind::ContentUsage, value, 0..value.len())
+        .refused
+        .intersection(purposes);
+    if refused.is_empty() {
+        return Vec::new();
+    }
+    split_members(value, 0..value.len())
+        .into_iter()
+        .filter(|member| {
+            !read(PreferenceKind::ContentUsage, value, member.clone())
+                .refused
+                .intersection(refused)
+                .is_empty()
+        })
+        .filter_map(|member| header.get(member).map(str::trim))
+        .collect()
 }
 
 /// Reads a `Content-Signal` value (no path; names are the purposes).
@@ -963,6 +995,30 @@ mod tests {
         assert_eq!(
             error.to_string(),
             "unknown purpose `train-ai`; expected any of search, ai-input, ai-train"
+        );
+    }
+
+    #[test]
+    fn a_content_usage_header_names_the_members_that_refuse() {
+        let train = Purposes::NONE.with(Purpose::AiTrain);
+        assert_eq!(
+            refusing_members("search=y, train-ai=n", train),
+            ["train-ai=n"]
+        );
+        assert!(
+            refusing_members("search=y, train-ai=n", Purposes::NONE.with(Purpose::Search))
+                .is_empty()
+        );
+        // The narrower label on the line decides: `search=y` keeps search
+        // allowed, `bots=n` refuses the rest.
+        assert_eq!(refusing_members("bots=n, search=y", train), ["bots=n"]);
+        assert!(
+            refusing_members("bots=n, search=y", Purposes::NONE.with(Purpose::Search)).is_empty()
+        );
+        assert!(refusing_members("", train).is_empty());
+        assert_eq!(
+            refusing_members("Train-AI=\"n\";x=1", train),
+            ["Train-AI=\"n\";x=1"]
         );
     }
 }

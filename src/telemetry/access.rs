@@ -51,7 +51,13 @@ struct Line<'a> {
     url: String,
     agent: &'a str,
     profile: &'a str,
+    /// The purposes declared, comma-separated (`search, ai-train`).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    purposes: String,
     outcome: &'a str,
+    /// The origin's `Content-Usage` members that refused a declared purpose.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    usage_refused: Option<&'a str>,
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     would_refuse: Vec<&'static str>,
     rule_line: Option<u32>,
@@ -125,7 +131,9 @@ impl AccessLogger {
             url: r.url.to_string(),
             agent: r.agent,
             profile: r.profile,
+            purposes: r.purposes.to_string(),
             outcome: r.reason.word(),
+            usage_refused: r.usage_refused,
             would_refuse: r.would_refuse.iter().map(|w| Reason::word(*w)).collect(),
             rule_line: r.rule.map(|rule| rule.line),
             statement: r
@@ -264,6 +272,8 @@ mod tests {
             profile,
             would_refuse: &[],
             robots: None,
+            purposes: crate::robots::Purposes::NONE,
+            usage_refused: None,
         }
     }
 

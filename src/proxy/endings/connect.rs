@@ -66,6 +66,8 @@ pub(super) async fn open(
     let outer = ex.conn.clone();
     let inner_origin = origin.clone();
     let user = ex.user.clone();
+    // The purposes the CONNECT declared hold for every request inside.
+    let purposes = ex.purposes;
     let services = ex.services.clone();
     let head_timeout = ex.settings.timeouts.head;
     let if_tls = ex.if_tls.take();
@@ -97,6 +99,7 @@ pub(super) async fn open(
                     },
                     authority: authority.clone(),
                     user: user.clone(),
+                    purposes,
                 },
                 activity: Activity::new(),
                 scope: outer.scope.clone(),

@@ -8,10 +8,15 @@
 //! becomes a byte pipe. How the origin did (a `429`/`503`, a failure, or an
 //! ordinary answer) feeds the host's back-off.
 //!
+//! An answer whose `Content-Usage` header refuses a purpose the request
+//! declared cannot be un-fetched: it goes to the client marked
+//! `X-Robots-Guard-Usage` (the refusing members), and is logged and counted.
+//!
 //! With `[signing]`, the request is signed (Web Bot Auth) as it leaves, with
 //! the key of the request's profile: last, so the signature covers the
 //! fields as the origin receives them.
 
+use http::header::{HeaderName, HeaderValue};
 use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
@@ -20,12 +25,16 @@ use tokio::time::Instant;
 use super::super::exchange::Exchange;
 use super::super::headers::{prepare_request, prepare_response};
 use super::super::holding_body::HoldingBody;
-use super::super::response::{Answer, Refusal};
+use super::super::response::{Answer, Refusal, USAGE};
 use super::upgrade;
 use crate::fetch::retry_after;
 use crate::origin::Origin;
 use crate::policy::{BackoffCause, PacePermit};
+use crate::robots::refusing_members;
 use crate::upstream::{BoxError, ProxyBody, UpstreamError};
+
+/// The `Content-Usage` response header (draft-ietf-aipref-attach).
+const CONTENT_USAGE: HeaderName = HeaderName::from_static("content-usage");
 
 /// Forwards the request and relays the answer.
 pub(super) async fn forward(
@@ -75,6 +84,9 @@ pub(super) async fn forward(
     ex.upstream = Some(started.elapsed());
     let mut response = answered(ex, origin, sent, &mut permit)?;
     prepare_response(&mut response, &ex.services.via, false);
+    if !ex.purposes.is_empty() {
+        mark_usage_refusal(ex, &mut response);
+    }
     Ok(response.map(|body| HoldingBody::new(body.map_err(BoxError::from).boxed(), permit).boxed()))
 }
 
@@ -141,6 +153,25 @@ fn answered<B>(
         },
     }
     .into())
+}
+
+/// Marks an answer whose `Content-Usage` refuses a declared purpose.
+fn mark_usage_refusal<B>(ex: &mut Exchange, response: &mut Response<B>) {
+    let headers = response.headers_mut();
+    let mut refusing: Vec<&str> = Vec::new();
+    for value in headers.get_all(CONTENT_USAGE) {
+        if let Ok(text) = value.to_str() {
+            refusing.extend(refusing_members(text, ex.purposes));
+        }
+    }
+    if refusing.is_empty() {
+        return;
+    }
+    let members = refusing.join(", ");
+    if let Ok(value) = HeaderValue::from_str(&members) {
+        headers.insert(USAGE, value);
+    }
+    ex.usage_refused = Some(members);
 }
 
 /// `Connection: upgrade` with an `Upgrade` field (RFC 9110 §7.8).

@@ -6,6 +6,7 @@ mod admit;
 mod destination;
 mod identity;
 mod pace;
+mod purposes;
 mod robots;
 mod target;
 
@@ -13,6 +14,7 @@ pub(crate) use admit::admit;
 pub(crate) use destination::destination;
 pub(crate) use identity::identity;
 pub(crate) use pace::pace;
+pub(crate) use purposes::purposes;
 pub(crate) use robots::robots;
 pub use target::repeated_segments;
 pub(crate) use target::target;

@@ -8,6 +8,13 @@
 //! group's `Crawl-delay` / `Request-rate` becomes the spacing the pace phase
 //! keeps.
 //!
+//! A request the rules allow is then held against the group's usage
+//! preferences (`Content-Signal`, `Content-Usage`) for the purposes it
+//! declared: a refused purpose is `403 usage-preference`, naming the
+//! statement. Its path is judged in normal form and in every form a server
+//! reads it as, like the rules. A blind tunnel is refused only by a
+//! `Content-Signal` refusal, which holds for every path of the site.
+//!
 //! `/robots.txt` itself is always allowed (RFC 9309 §2.2.2). A CONNECT in
 //! intercept mode is not judged here (its requests are, one by one); in
 //! tunnel mode the proxy cannot see paths, so the CONNECT is refused only
@@ -22,7 +29,9 @@ use super::super::response::{Answer, Refusal, ServedAs};
 use crate::config::TlsMode;
 use crate::fetch::{RobotsEntry, RobotsRules};
 use crate::origin::Origin;
-use crate::robots::{judge, Spelling, Spellings};
+use crate::robots::{
+    judge, served_forms, AgentRules, PreferenceKind, Purposes, Spelling, Spellings, UsageRefusal,
+};
 
 /// Judges the request by the origin's robots.txt.
 pub(crate) async fn robots<B>(
@@ -161,5 +170,40 @@ fn verdict(
         }
         .into());
     }
+    if !ex.purposes.is_empty() {
+        if let Some(refusal) = usage_refusal(&rules, scope, settings.spellings, ex.purposes) {
+            return Err(Answer::UsagePreference {
+                origin: origin.to_string(),
+                agent: ex.agent.clone(),
+                purpose: refusal.purpose,
+                statement: refusal.statement.to_string(),
+                line: refusal.statement.line,
+                robots_url: entry.robots_url.clone(),
+            }
+            .into());
+        }
+    }
     Ok(())
+}
+
+/// The site's refusal of one of `purposes` for `scope`, if any: for a path,
+/// in its normal form or any form a server reads it as; for a blind tunnel,
+/// a `Content-Signal` refusal (it speaks for the whole site).
+fn usage_refusal<'a>(
+    rules: &AgentRules<'a>,
+    scope: Scope<'_>,
+    spellings: Spellings,
+    purposes: Purposes,
+) -> Option<UsageRefusal<'a>> {
+    match scope {
+        Scope::Path { path, .. } => rules.usage(path, purposes).refusal.or_else(|| {
+            served_forms(path, spellings)
+                .iter()
+                .find_map(|form| rules.usage(&form.target, purposes).refusal)
+        }),
+        Scope::Anything => rules
+            .usage("/", purposes)
+            .refusal
+            .filter(|r| r.statement.kind == PreferenceKind::ContentSignal),
+    }
 }
