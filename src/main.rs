@@ -1,5 +1,5 @@
 //! The `robots-guard` command line: `serve`, `check-config`, `check`, `ca init`,
-//! `keys init`.
+//! `keys init`, `audit`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -48,6 +48,24 @@ enum Command {
     Keys {
         #[command(subcommand)]
         command: KeysCommand,
+    },
+    /// Show the robots.txt copy a running proxy holds for an origin, with
+    /// the fields its access log records (fetched at, ETag, Last-Modified,
+    /// SHA-256) and its bytes, from the admin listener's `/audit`. Exit 0
+    /// when shown, 1 when the proxy has no copy, 2 on error.
+    Audit {
+        /// The origin, `scheme://host[:port]` (a URL's path is ignored).
+        #[arg(value_name = "ORIGIN")]
+        origin: String,
+        /// The configuration whose `admin.listen` to ask.
+        #[arg(long, value_name = "PATH", default_value = "config.toml")]
+        config: PathBuf,
+        /// The admin listener to ask, instead of the configuration's.
+        #[arg(long, value_name = "ADDR")]
+        admin: Option<std::net::SocketAddr>,
+        /// Print the endpoint's JSON instead.
+        #[arg(long)]
+        json: bool,
     },
     /// Test URLs against a robots.txt file: one line per URL, exit 0 if all
     /// are allowed, 1 if any is disallowed, 2 on error.
@@ -148,6 +166,12 @@ fn main() -> ExitCode {
         Some(Command::Keys {
             command: KeysCommand::Init { dir, force },
         }) => keys_init(&dir, force),
+        Some(Command::Audit {
+            origin,
+            config,
+            admin,
+            json,
+        }) => audit(&origin, &config, admin, json),
         None => serve(std::path::Path::new("config.toml")),
     }
 }
@@ -290,6 +314,54 @@ async fn reload_on_hangup(handle: robots_guard::proxy::Live, path: PathBuf) {
         // Building the new state reads files (CA, roots): off the async
         // worker threads.
         let _ = tokio::task::spawn_blocking(move || handle.reload_from(&path)).await;
+    }
+}
+
+/// `audit ORIGIN`: the proxy's copy of the origin's robots.txt.
+fn audit(
+    origin: &str,
+    config: &std::path::Path,
+    admin: Option<std::net::SocketAddr>,
+    json: bool,
+) -> ExitCode {
+    use robots_guard::admin::audit_cli::{self, AuditError};
+    let admin = match admin {
+        Some(admin) => admin,
+        None => match Config::load(config) {
+            Ok(config) => config.admin.listen,
+            Err(e) => {
+                eprintln!("robots-guard: {e} (or name the admin listener with --admin)");
+                return ExitCode::from(2);
+            }
+        },
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("robots-guard: cannot start: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match runtime.block_on(audit_cli::fetch(admin, origin)) {
+        Ok(audit) if json => {
+            println!("{audit:#}");
+            ExitCode::SUCCESS
+        }
+        Ok(audit) => {
+            print!("{}", audit_cli::render(&audit));
+            ExitCode::SUCCESS
+        }
+        Err(AuditError::NotCached(reason)) => {
+            eprintln!("robots-guard: {reason}");
+            ExitCode::from(1)
+        }
+        Err(e) => {
+            eprintln!("robots-guard: {e}");
+            ExitCode::from(2)
+        }
     }
 }
 

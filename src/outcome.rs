@@ -11,8 +11,6 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::robots::RuleKind;
-
 /// Why a request ended as it did. Ordered as declared: allowed first, then
 /// refusals, throttling, failures (the order of legends and tables).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -190,12 +188,14 @@ impl std::fmt::Display for Reason {
     }
 }
 
-/// The robots.txt rule that decided a request, for logs and the status page.
+/// The robots.txt statement that decided a request, for logs and the status
+/// page: a rule, or a usage preference.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DecidingRule<'a> {
-    /// Allow or disallow.
-    pub kind: RuleKind,
-    /// The pattern as matched, when the record has it (refusals do).
+    /// Its key: `allow`, `disallow`, `content-signal` or `content-usage`.
+    pub kind: &'static str,
+    /// The pattern as matched (a preference's value), when the record has
+    /// it (refusals do).
     pub pattern: Option<&'a str>,
     /// Its line in robots.txt.
     pub line: u32,

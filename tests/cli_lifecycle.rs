@@ -4,14 +4,13 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::Duration;
 
 use support::origin::TestOrigin;
 use support::proxy::{raw, raw_status};
+use support::served::{message, Served};
 
 const BIN: &str = env!("CARGO_BIN_EXE_robots-guard");
 
@@ -151,84 +150,6 @@ fn check_config_loads_the_files_the_config_names() {
     let err = refused(config);
     assert!(err.contains("users.htpasswd line 1"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
-}
-
-/// A `serve` child whose stderr lines arrive on a channel.
-struct Served {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-    seen: Vec<String>,
-}
-
-impl Served {
-    fn start(config: &Path) -> Served {
-        let mut child = Command::new(BIN)
-            .arg("serve")
-            .arg("--config")
-            .arg(config)
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start robots-guard serve");
-        let stderr = child.stderr.take().expect("piped stderr");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Served {
-            child,
-            lines,
-            seen: Vec::new(),
-        }
-    }
-
-    /// The next stderr line (as JSON) for which `pick` is true.
-    fn wait_for(
-        &mut self,
-        what: &str,
-        pick: impl Fn(&serde_json::Value) -> bool,
-    ) -> serde_json::Value {
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        loop {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            let line = self
-                .lines
-                .recv_timeout(left)
-                .unwrap_or_else(|_| panic!("no {what} in stderr:\n{}", self.seen.join("\n")));
-            self.seen.push(line.clone());
-            let value: serde_json::Value = serde_json::from_str(&line)
-                .unwrap_or_else(|e| panic!("stderr line is not JSON ({e}): {line}"));
-            if pick(&value) {
-                return value;
-            }
-        }
-    }
-
-    fn signal(&self, name: &str) {
-        let status = Command::new("kill")
-            .arg(format!("-{name}"))
-            .arg(self.child.id().to_string())
-            .status()
-            .expect("run kill");
-        assert!(status.success(), "kill -{name}");
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn message(v: &serde_json::Value) -> &str {
-    v["message"].as_str().unwrap_or("")
 }
 
 /// GET `url` through the proxy listening at `proxy` (a raw HTTP/1.1 exchange);

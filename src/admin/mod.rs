@@ -6,15 +6,22 @@
 //!   directory when `[signing]` is configured (404 otherwise), signed as
 //!   draft-ietf-webbotauth-httpsig-protocol-01 Appendix B.1 says, for a
 //!   front end to publish at the `signing.signature_agent` URL;
-//! - `GET /`: a status page for people: per-host table (robots.txt state and
-//!   age, requests allowed/denied, pacing delay and queue) and the recent
-//!   denials, refreshing itself every few seconds.
+//! - `GET /audit?origin=ORIGIN`: the cached robots.txt copy of an origin as
+//!   JSON, with the fields the access log records of it and its bytes
+//!   (`robots-guard audit ORIGIN` prints it);
+//! - `GET /` (`/?profile=NAME`): a status page for people: totals, the
+//!   profiles in force, requests per minute by outcome over the last hour,
+//!   hosts paused by the site, the per-host table (robots.txt state and age,
+//!   requests allowed/denied, pacing delay and queue) and the recent
+//!   refusals, refreshing itself every few seconds.
 //!
 //! The listener has no authentication and shows client addresses, URLs and
 //! agents: keep it on loopback (the default) or behind something that
 //! authenticates. The proxy binds whatever the config says, because an
 //! operator may have such a front end.
 
+mod audit;
+pub mod audit_cli;
 mod chart;
 mod status_page;
 
@@ -147,6 +154,7 @@ fn route(live: &Live, request: &Request<Incoming>) -> Response<Full<Bytes>> {
     match request.uri().path() {
         "/metrics" => metrics(live, request),
         "/healthz" => text(StatusCode::OK, "ok\n"),
+        "/audit" => audit::answer(live, request.uri().query()),
         crate::signing::DIRECTORY_PATH => key_directory(live, request),
         "/" => {
             let profile = profile_asked_for(request.uri().query());
@@ -172,7 +180,7 @@ fn route(live: &Live, request: &Request<Incoming>) -> Response<Full<Bytes>> {
         _ => text(
             StatusCode::NOT_FOUND,
             "not found; this is the robots-guard admin endpoint: /, /metrics, /healthz, \
-             /.well-known/http-message-signatures-directory\n",
+             /audit?origin=ORIGIN, /.well-known/http-message-signatures-directory\n",
         ),
     }
 }

@@ -448,7 +448,7 @@ impl Metrics {
             status: r.status,
             rule: r.rule.and_then(|rule| {
                 rule.pattern
-                    .map(|pattern| cut(&format!("{}: {pattern}", rule.kind.as_str())))
+                    .map(|pattern| cut(&format!("{}: {pattern}", rule.kind)))
             }),
             line: r.rule.map(|rule| rule.line),
             profile: r.profile.clone(),

@@ -82,9 +82,9 @@ pub(crate) struct Exchange {
     /// Refusals waived because the profile is report-only; they go out as
     /// `X-Robots-Guard-Would-Refuse` and are logged and counted.
     pub would_refuse: Vec<Reason>,
-    /// The robots.txt refusal a report-only profile let through, for the
-    /// deciding rule in the log.
-    pub waived_disallow: Option<Box<super::response::Answer>>,
+    /// The robots.txt refusal (a rule's or a usage preference's) a
+    /// report-only profile let through, for the deciding statement in the log.
+    pub waived_statement: Option<Box<super::response::Answer>>,
     /// The origin, once the target phase has read it (the phases after it
     /// are handed it directly; this copy is for `finish`).
     pub origin: Option<Arc<Origin>>,
@@ -146,7 +146,7 @@ impl Exchange {
         Exchange {
             profile: settings.default_profile.clone(),
             would_refuse: Vec::new(),
-            waived_disallow: None,
+            waived_statement: None,
             robots: None,
             settings,
             services: live.services().clone(),
@@ -185,7 +185,7 @@ impl Exchange {
             reason,
             rule: rule.or_else(|| {
                 self.rule.map(|(kind, line)| DecidingRule {
-                    kind,
+                    kind: kind.as_str(),
                     pattern: None,
                     line,
                 })

@@ -23,8 +23,18 @@ pub(crate) fn finish(ex: &Exchange, reason: Reason, answer: Option<&Answer>, sta
             line,
             ..
         }) => Some(DecidingRule {
-            kind: *kind,
+            kind: kind.as_str(),
             pattern: Some(pattern.as_str()),
+            line: *line,
+        }),
+        Some(Answer::UsagePreference {
+            kind,
+            statement,
+            line,
+            ..
+        }) => Some(DecidingRule {
+            kind: kind.as_str(),
+            pattern: Some(statement.as_str()),
             line: *line,
         }),
         _ => None,

@@ -49,7 +49,7 @@ pub(crate) async fn run(conn: Arc<Conn>, request: Request<Incoming>) -> Response
             finish(
                 &ex,
                 ex.reason,
-                ex.waived_disallow.as_deref(),
+                ex.waived_statement.as_deref(),
                 response.status(),
             );
             if !ex.would_refuse.is_empty() {
@@ -92,8 +92,11 @@ fn unless_report_only<T: Default>(
     match outcome {
         Err(Refusal(answer)) if !ex.profile.enforce && answer.reason().waivable() => {
             ex.would_refuse.push(answer.reason());
-            if matches!(*answer, Answer::RobotsDisallow { .. }) {
-                ex.waived_disallow = Some(answer);
+            if matches!(
+                *answer,
+                Answer::RobotsDisallow { .. } | Answer::UsagePreference { .. }
+            ) {
+                ex.waived_statement = Some(answer);
             }
             Ok(T::default())
         }

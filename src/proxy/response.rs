@@ -15,7 +15,7 @@ use http::{Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 
 use crate::outcome::Reason;
-use crate::robots::{Purpose, RuleKind};
+use crate::robots::{PreferenceKind, Purpose, RuleKind};
 use crate::upstream::ProxyBody;
 
 /// `X-Robots-Guard-Reason`: the [`Reason`] word of an answer the proxy made.
@@ -108,7 +108,10 @@ pub enum Answer {
         agent: String,
         /// The purpose refused.
         purpose: Purpose,
-        /// The deciding statement (`content-usage: /news/ train-ai=n`).
+        /// The deciding statement's key.
+        kind: PreferenceKind,
+        /// Its value as written (`/news/ train-ai=n`; for `Content-Signal`
+        /// the member that refused, `ai-train=no`).
         statement: String,
         /// Its line.
         line: u32,
@@ -320,13 +323,14 @@ impl Answer {
                 origin,
                 agent,
                 purpose,
+                kind,
                 statement,
                 line,
                 robots_url,
             } => format!(
                 "403 Forbidden by the site's usage preferences\n\n{origin} does not allow its content \
                  to be used for {purpose}, which `{agent}` declared it fetches for.\n\
-                 Deciding statement: `{statement}` on line {line} of {robots_url}\n"
+                 Deciding statement: `{kind}: {statement}` on line {line} of {robots_url}\n"
             ),
             Answer::Identity { problem, hint } => {
                 format!("403 Forbidden: the robot must identify itself\n\n{problem}\nTo fix: {hint}\n")
@@ -463,12 +467,13 @@ impl Answer {
             Answer::UsagePreference {
                 agent,
                 purpose,
+                kind,
                 statement,
                 line,
                 robots_url,
                 ..
             } => {
-                put(RULE, statement);
+                put(RULE, &format!("{kind}: {statement}"));
                 put(LINE, &line.to_string());
                 put(ROBOTS_URL, robots_url);
                 put(AGENT, agent);

@@ -262,7 +262,7 @@ mod tests {
             agent: "FooBot",
             reason: Reason::RobotsDisallow,
             rule: Some(DecidingRule {
-                kind: RuleKind::Disallow,
+                kind: RuleKind::Disallow.as_str(),
                 pattern: Some("/x"),
                 line: 3,
             }),

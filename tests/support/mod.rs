@@ -11,6 +11,7 @@
 pub mod body;
 pub mod origin;
 pub mod proxy;
+pub mod served;
 
 use std::num::NonZeroUsize;
 use std::path::PathBuf;

@@ -176,7 +176,8 @@ fn verdict(
                 origin: origin.to_string(),
                 agent: ex.agent.clone(),
                 purpose: refusal.purpose,
-                statement: refusal.statement.to_string(),
+                kind: refusal.statement.kind,
+                statement: refusal.statement.text.to_owned(),
                 line: refusal.statement.line,
                 robots_url: entry.robots_url.clone(),
             }
