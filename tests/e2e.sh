@@ -222,11 +222,19 @@ else
     "$(grep -q '<td class="mono">127.0.0.1</td>' "$WORK/status.html" && echo yes || echo no)"
   check "status page shows a denial and its rule" "yes" \
     "$(grep -q 'disallow: /private <span class="muted">line 2</span>' "$WORK/status.html" && echo yes || echo no)"
+  # The chart is drawn after traffic: one bar segment per outcome per minute.
+  check "status page draws the requests-per-minute chart" "yes" \
+    "$(grep -q '<svg id="chart"' "$WORK/status.html" && grep -q '<rect class="bar"' "$WORK/status.html" && echo yes || echo no)"
+  check "status page lists the profiles in force" "yes" \
+    "$(grep -q '<table id="profiles">' "$WORK/status.html" && echo yes || echo no)"
+  chrome --dump-dom "$ADMIN/?profile=default" > "$WORK/status-default.html" 2>> "$WORK/chrome.log"
+  check "status page filtered by profile" "yes" \
+    "$(grep -q '<strong>default</strong>' "$WORK/status-default.html" && grep -q '<rect class="bar"' "$WORK/status-default.html" && echo yes || echo no)"
   # Chromium logs every console message (errors, CSP violations, uncaught
   # exceptions) as a CONSOLE line.
   check "status page has no console errors" "" \
     "$(grep -E ':CONSOLE|Uncaught' "$WORK/chrome.log")"
-  chrome --window-size=1400,1000 --screenshot="$TARGET/e2e-status.png" "$ADMIN/" 2>/dev/null >/dev/null
+  chrome --window-size=1400,1800 --screenshot="$TARGET/e2e-status.png" "$ADMIN/" 2>/dev/null >/dev/null
   check "status page screenshot ($TARGET/e2e-status.png)" "yes" \
     "$([[ -s $TARGET/e2e-status.png ]] && echo yes || echo no)"
 fi

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use crate::metrics::timeline::{MinuteCounts, Series};
-use crate::outcome::{Class, Reason};
+use crate::outcome::Reason;
 
 /// The drawing's size in SVG units; it scales to the page's width.
 const WIDTH: f64 = 760.0;
@@ -21,45 +21,44 @@ const RIGHT: f64 = 8.0;
 const TOP: f64 = 10.0;
 const BOTTOM: f64 = 24.0;
 
-/// Colours by kind of outcome: greens for what went through, reds for
-/// refusals, ambers for `429`s, purples for failures, blues for what a
-/// report-only profile would have refused. Within a kind, one shade per
-/// reason, in the order the reasons are declared.
-const GREENS: [&str; 2] = ["#2da44e", "#6fdd8b"];
-const REDS: [&str; 6] = [
-    "#cf222e", "#fa4549", "#a40e26", "#ff8182", "#82071e", "#ffaba8",
-];
-const AMBERS: [&str; 2] = ["#bf8700", "#eac54f"];
-const PURPLES: [&str; 4] = ["#8250df", "#c297ff", "#6639ba", "#a475f9"];
-const BLUES: [&str; 6] = [
-    "#0969da", "#54aeff", "#0550ae", "#80ccff", "#033d8b", "#b6e3ff",
-];
-
-/// The colour of `series`.
+/// The colour of `series`: greens for what went through, reds and oranges
+/// for politeness refusals, greys for the security refusals (rare, and the
+/// same kind of thing), ambers for `429`s, purples for failures, blues for
+/// what a report-only profile would have refused. One colour per series, so
+/// a legend entry names one thing.
 pub fn colour(series: Series) -> &'static str {
-    let shade = |palette: &'static [&'static str], reason: Reason| {
-        let index = Reason::ALL
-            .iter()
-            .filter(|r| r.class() == reason.class())
-            .position(|r| *r == reason)
-            .unwrap_or(0);
-        palette[index % palette.len()]
-    };
-    let waivable = |reason: Reason| {
-        let index = Reason::ALL
-            .iter()
-            .filter(|r| r.waivable())
-            .position(|r| *r == reason)
-            .unwrap_or(0);
-        BLUES[index % BLUES.len()]
-    };
     match series {
-        Series::WouldRefuse(reason) => waivable(reason),
-        Series::Outcome(reason) => match reason.class() {
-            Class::Allowed | Class::Session => shade(&GREENS, reason),
-            Class::Denied => shade(&REDS, reason),
-            Class::Throttled => shade(&AMBERS, reason),
-            Class::Failed => shade(&PURPLES, reason),
+        Series::WouldRefuse(reason) => match reason {
+            Reason::RobotsDisallow => "#0969da",
+            Reason::RobotsForbidden => "#0550ae",
+            Reason::RobotsUnreachable => "#54aeff",
+            Reason::UsagePreference => "#218bff",
+            Reason::Identity => "#80ccff",
+            Reason::Pacing => "#033d8b",
+            _ => "#b6e3ff",
+        },
+        Series::Outcome(reason) => match reason {
+            Reason::Allowed => "#2da44e",
+            Reason::Tunnel | Reason::Intercept => "#6fdd8b",
+            Reason::RobotsDisallow => "#cf222e",
+            Reason::RobotsForbidden => "#82071e",
+            Reason::UsagePreference => "#e16f24",
+            Reason::Identity => "#bf3989",
+            Reason::Pacing => "#d4a72c",
+            Reason::SiteBackoff => "#9a6700",
+            Reason::RobotsUnreachable => "#8250df",
+            Reason::UpstreamCertificate => "#6639ba",
+            Reason::UpstreamError => "#a475f9",
+            Reason::UpstreamTimeout => "#d8b9ff",
+            Reason::CrawlerTrap => "#953800",
+            Reason::ClientNotAllowed => "#24292f",
+            Reason::ProxyAuth => "#424a53",
+            Reason::DestinationDenied => "#57606a",
+            Reason::PortRefused => "#6e7781",
+            Reason::Loop => "#8c959f",
+            Reason::BadRequest => "#afb8c1",
+            Reason::UriTooLong => "#32383f",
+            Reason::HeaderTooLarge => "#d0d7de",
         },
     }
 }
@@ -219,9 +218,22 @@ mod tests {
         assert!(page.contains("allowed <span class=\"muted\">4</span>"));
         // The tallest minute (5 requests) reaches the top of the plot.
         assert!(page.contains(">5</text>"), "{page}");
-        // Every colour is distinct between the three kinds.
-        assert_ne!(colour(allowed), colour(refused));
-        assert_ne!(colour(refused), colour(would));
+        // One colour per series.
+        let mut colours: Vec<&str> = Reason::ALL
+            .iter()
+            .filter(|r| **r != Reason::Intercept)
+            .map(|r| colour(Series::Outcome(*r)))
+            .chain(
+                Reason::ALL
+                    .iter()
+                    .filter(|r| r.waivable())
+                    .map(|r| colour(Series::WouldRefuse(*r))),
+            )
+            .collect();
+        let all = colours.len();
+        colours.sort_unstable();
+        colours.dedup();
+        assert_eq!(colours.len(), all);
     }
 
     #[test]
