@@ -234,13 +234,23 @@ pub struct Finished<'a> {
     /// Refusals waived because the profile is report-only, in the order the
     /// phases found them.
     pub would_refuse: &'a [Reason],
-    /// The robots.txt copy the request was judged by, when one was consulted.
-    pub robots: Option<RobotsCopy<'a>>,
+    /// The robots.txt copy the request was judged by, when one was consulted;
+    /// read only by what records it (the access log), so a request does not
+    /// pay for its record when no one writes it.
+    pub robots: Option<&'a dyn RobotsSource>,
     /// What the request declared it fetches for.
     pub purposes: crate::robots::Purposes,
     /// The origin's `Content-Usage` members that refused a declared purpose
     /// (the answer was passed on, marked).
     pub usage_refused: Option<&'a str>,
+}
+
+/// Something that knows which robots.txt copy it holds (the robots.txt
+/// cache's entries): lets this record name the copy without this layer
+/// knowing the cache.
+pub trait RobotsSource: std::fmt::Debug + Sync {
+    /// The copy's record.
+    fn copy(&self) -> RobotsCopy<'_>;
 }
 
 /// Which robots.txt copy decided a request: enough to answer "what did the

@@ -320,6 +320,12 @@ pub struct RobotsEntry {
     pub truncated: bool,
 }
 
+impl crate::outcome::RobotsSource for RobotsEntry {
+    fn copy(&self) -> crate::outcome::RobotsCopy<'_> {
+        RobotsEntry::copy(self)
+    }
+}
+
 impl RobotsEntry {
     /// The copy's record for the access log and the audit.
     pub fn copy(&self) -> crate::outcome::RobotsCopy<'_> {

@@ -8,7 +8,7 @@
 //! force × the outcomes (a few dozen), so memory stays bounded however much
 //! traffic passes.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use crate::outcome::Reason;
@@ -26,7 +26,30 @@ pub enum Series {
     WouldRefuse(Reason),
 }
 
+/// Slots per minute and profile: one per reason, as itself and as
+/// would-refuse.
+const SLOTS: usize = 2 * Reason::ALL.len();
+
 impl Series {
+    /// Its slot in a minute's counts: a plain index, so counting costs no
+    /// hashing on the request path.
+    fn slot(self) -> usize {
+        match self {
+            Series::Outcome(reason) => reason as usize,
+            Series::WouldRefuse(reason) => Reason::ALL.len() + reason as usize,
+        }
+    }
+
+    /// The series of slot `slot`.
+    fn of_slot(slot: usize) -> Option<Series> {
+        let reasons = Reason::ALL.len();
+        match slot {
+            s if s < reasons => Some(Series::Outcome(Reason::ALL[s])),
+            s if s < SLOTS => Some(Series::WouldRefuse(Reason::ALL[s - reasons])),
+            _ => None,
+        }
+    }
+
     /// The name shown in the chart's legend.
     pub fn label(self) -> String {
         match self {
@@ -37,12 +60,12 @@ impl Series {
 }
 
 /// One minute's counts, per profile.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Minute {
     /// Minutes since the Unix epoch.
     at: u64,
-    /// Per profile (a handful, so a list), its counts per series.
-    profiles: Vec<(Arc<str>, HashMap<Series, u64>)>,
+    /// Per profile (a handful, so a list), its counts per series slot.
+    profiles: Vec<(Arc<str>, [u32; SLOTS])>,
 }
 
 /// The counts of one minute, as read for the chart.
@@ -84,12 +107,13 @@ impl Timeline {
         {
             Some(at) => &mut minute.profiles[at].1,
             None => {
-                minute.profiles.push((profile.clone(), HashMap::new()));
+                minute.profiles.push((profile.clone(), [0; SLOTS]));
                 let last = minute.profiles.len() - 1;
                 &mut minute.profiles[last].1
             }
         };
-        *counts.entry(series).or_insert(0) += 1;
+        let slot = &mut counts[series.slot()];
+        *slot = slot.saturating_add(1);
     }
 
     /// The `MINUTES` minutes up to `now`, oldest first, each with its counts
@@ -99,18 +123,23 @@ impl Timeline {
         let first = now.saturating_sub(MINUTES as u64 - 1);
         (first..=now)
             .map(|at| {
-                let mut totals: HashMap<Series, u64> = HashMap::new();
+                let mut totals = [0u64; SLOTS];
                 if let Some(minute) = self.minutes.iter().find(|m| m.at == at) {
                     for (name, counts) in &minute.profiles {
                         if profile.is_some_and(|p| p != &**name) {
                             continue;
                         }
-                        for (series, n) in counts {
-                            *totals.entry(*series).or_insert(0) += n;
+                        for (total, n) in totals.iter_mut().zip(counts) {
+                            *total += u64::from(*n);
                         }
                     }
                 }
-                let mut counts: Vec<(Series, u64)> = totals.into_iter().collect();
+                let mut counts: Vec<(Series, u64)> = totals
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, n)| **n > 0)
+                    .filter_map(|(slot, n)| Some((Series::of_slot(slot)?, *n)))
+                    .collect();
                 counts.sort_unstable();
                 MinuteCounts { at, counts }
             })
@@ -145,6 +174,10 @@ mod tests {
             timeline.count(minute, &a, allowed);
         }
         assert_eq!(timeline.minutes.len(), MINUTES);
+        // Every series has a slot of its own.
+        for slot in 0..SLOTS {
+            assert_eq!(Series::of_slot(slot).map(Series::slot), Some(slot));
+        }
         assert!(timeline
             .last_hour(299, Some("team-b"))
             .iter()

@@ -195,7 +195,10 @@ impl Exchange {
             duration: self.started.elapsed(),
             profile: &self.profile.name,
             would_refuse: &self.would_refuse,
-            robots: self.robots.as_deref().map(RobotsEntry::copy),
+            robots: self
+                .robots
+                .as_deref()
+                .map(|entry| entry as &dyn crate::outcome::RobotsSource),
             purposes: self.purposes,
             usage_refused: self.usage_refused.as_deref(),
         }

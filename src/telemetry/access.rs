@@ -123,6 +123,7 @@ impl AccessLogger {
     /// Queues the record of one request; drops it (and counts it) if the
     /// queue is full. Never blocks.
     pub fn record(&self, r: &Finished<'_>) {
+        let copy = r.robots.map(|source| source.copy());
         let line = Line {
             ts: OffsetDateTime::now_utc().format(&Rfc3339).ok(),
             client: r.client.to_string(),
@@ -138,9 +139,9 @@ impl AccessLogger {
             rule_line: r.rule.map(|rule| rule.line),
             statement: r
                 .rule
-                .zip(r.robots.as_ref())
+                .zip(copy.as_ref())
                 .and_then(|(rule, copy)| copy.statement(rule.line)),
-            robots: r.robots.as_ref().map(CopyRecord::of),
+            robots: copy.as_ref().map(CopyRecord::of),
             status: r.status,
             upstream_ms: r.upstream.map(millis),
             duration_ms: millis(r.duration),
@@ -252,6 +253,16 @@ mod tests {
         }
     }
 
+    /// A copy that is always the same.
+    #[derive(Debug)]
+    struct Fixed(RobotsCopy<'static>);
+
+    impl crate::outcome::RobotsSource for Fixed {
+        fn copy(&self) -> RobotsCopy<'_> {
+            self.0
+        }
+    }
+
     fn record<'a>(url: &'a http::Uri, profile: &'a Arc<str>) -> Finished<'a> {
         Finished {
             client: "127.0.0.1:40000".parse().unwrap(),
@@ -297,7 +308,7 @@ mod tests {
             body: Some(b"User-agent: *\n\nDisallow: /x # keep out\n"),
         };
         log.record(&Finished {
-            robots: Some(copy),
+            robots: Some(&Fixed(copy)),
             would_refuse: &[Reason::RobotsDisallow, Reason::Pacing],
             ..record(&plain, &profile)
         });
