@@ -6,6 +6,7 @@ pub mod check;
 pub mod config;
 pub mod fetch;
 pub mod metrics;
+mod new_file;
 pub mod origin;
 pub mod outcome;
 pub mod policy;

@@ -241,15 +241,8 @@ fn serve(config_path: &std::path::Path) -> ExitCode {
     };
     // The control runtime: admin listener, signals, reloads and the drain.
     // Clients are served on the proxy's own worker threads (`Server::run`).
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("robots-guard: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+    let Some(runtime) = control_runtime() else {
+        return ExitCode::FAILURE;
     };
     runtime.block_on(async {
         let server = match Server::bind(&config).await {
@@ -317,6 +310,21 @@ async fn reload_on_hangup(handle: robots_guard::proxy::Live, path: PathBuf) {
     }
 }
 
+/// A single-threaded runtime for the command's own async work, or `None`
+/// (said on stderr) when the OS refuses one.
+fn control_runtime() -> Option<tokio::runtime::Runtime> {
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => Some(runtime),
+        Err(e) => {
+            eprintln!("robots-guard: cannot start the async runtime: {e}");
+            None
+        }
+    }
+}
+
 /// `audit ORIGIN`: the proxy's copy of the origin's robots.txt.
 fn audit(
     origin: &str,
@@ -335,15 +343,8 @@ fn audit(
             }
         },
     };
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("robots-guard: cannot start: {e}");
-            return ExitCode::from(2);
-        }
+    let Some(runtime) = control_runtime() else {
+        return ExitCode::from(2);
     };
     match runtime.block_on(audit_cli::fetch(admin, origin)) {
         Ok(audit) if json => {

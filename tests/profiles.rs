@@ -12,11 +12,12 @@ mod support;
 
 use std::time::Duration;
 
-use robots_guard::config::{Config, IdentityMode, ProfileConfig, TlsMode};
+use robots_guard::config::{Config, IdentityMode, TlsMode};
 use robots_guard::proxy::Settings;
 use support::origin::TestOrigin;
 use support::proxy::{
-    anonymous_get_request, assert_status, config_with, get_request, raw, raw_body, send, TestProxy,
+    anonymous_get_request, assert_status, basic_auth, get_as, raw, raw_body, send,
+    with_users_and_profiles, TestProxy,
 };
 use support::{temp_dir, TEST_FROM};
 
@@ -25,41 +26,10 @@ const TEAM_ROBOTS: &str = "User-agent: PriceBot\nDisallow: /prices\n\n\
                            User-agent: ResearchBot\nDisallow: /papers\n\n\
                            User-agent: *\nDisallow: /private\n";
 
-/// The `[[profile]]` tables of `toml` (which may name `[auth.users]` too).
-fn profiles(toml: &str) -> Vec<ProfileConfig> {
-    Config::from_toml(toml, "test")
-        .expect("valid profiles")
-        .profiles
-}
-
-/// `Proxy-Authorization: Basic` for `user:password`.
-fn basic(user: &str, password: &str) -> String {
-    use base64::Engine as _;
-    let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
-    format!("Basic {token}")
-}
-
-/// A GET of `url` as proxy user `user` (password `pw`).
-fn get_as(user: &str, url: &str) -> http::Request<support::origin::ReplyBody> {
-    let mut request = get_request(url);
-    request.headers_mut().insert(
-        "proxy-authorization",
-        basic(user, "pw").parse().expect("header"),
-    );
-    request
-}
-
-/// The test configuration with users alice, bob and carol (password `pw`)
-/// and the profiles of `toml`.
+/// The test configuration with users alice, bob and carol and the profiles
+/// of `toml`.
 fn with_users(toml: &str, f: impl FnOnce(&mut Config)) -> Config {
-    let profiles = profiles(toml);
-    config_with(|c| {
-        for user in ["alice", "bob", "carol"] {
-            c.auth.users.insert(user.into(), "pw".into());
-        }
-        c.profiles = profiles;
-        f(c);
-    })
+    with_users_and_profiles(&["alice", "bob", "carol"], toml, f)
 }
 
 const TWO_TEAMS: &str = "[[profile]]\nname = \"pricing\"\nusers = [\"alice\"]\nrobot_name = \"PriceBot\"\n\
@@ -135,10 +105,9 @@ async fn a_profiles_require_holds_against_the_global_fill() {
     .await;
     let as_user = |user: &str| {
         let mut request = anonymous_get_request(&origin.url("/page"));
-        request.headers_mut().insert(
-            "proxy-authorization",
-            basic(user, "pw").parse().expect("header"),
-        );
+        request
+            .headers_mut()
+            .insert("proxy-authorization", basic_auth(user));
         request
     };
     let refused = send(proxy.addr(), as_user("alice")).await;

@@ -16,8 +16,8 @@ use std::time::Duration;
 use robots_guard::config::{Config, IdentityMode, On4xx};
 use support::origin::{Reply, TestOrigin};
 use support::proxy::{
-    anonymous_get_request, assert_status, config_with, connect_head, get_request, raw, raw_body,
-    raw_header, raw_status, send, Answer, TestProxy,
+    anonymous_get_request, assert_status, config_with, connect_head, get_as, get_request, raw,
+    raw_body, raw_header, raw_status, send, with_users_and_profiles, Answer, TestProxy,
 };
 use support::TEST_FROM;
 
@@ -162,29 +162,13 @@ async fn report_only_lets_pacing_and_site_backoff_through() {
 #[tokio::test]
 async fn a_report_only_profile_beside_an_enforcing_one() {
     let origin = TestOrigin::site("User-agent: *\nDisallow: /private\n").await;
-    let profiles = Config::from_toml(
-        "[auth.users]\nalice = \"pw\"\nbob = \"pw\"\n\
-         [[profile]]\nname = \"trial\"\nusers = [\"alice\"]\nenforce = false\n",
-        "test",
-    )
-    .expect("profiles")
-    .profiles;
-    let proxy = TestProxy::start(config_with(|c| {
-        c.auth.users.insert("alice".into(), "pw".into());
-        c.auth.users.insert("bob".into(), "pw".into());
-        c.profiles = profiles;
-    }))
+    let proxy = TestProxy::start(with_users_and_profiles(
+        &["alice", "bob"],
+        "[[profile]]\nname = \"trial\"\nusers = [\"alice\"]\nenforce = false\n",
+        |_| {},
+    ))
     .await;
-    let as_user = |user: &str| {
-        use base64::Engine as _;
-        let mut request = get_request(&origin.url("/private/x"));
-        let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:pw"));
-        request.headers_mut().insert(
-            "proxy-authorization",
-            format!("Basic {token}").parse().expect("header"),
-        );
-        request
-    };
+    let as_user = |user: &str| get_as(user, &origin.url("/private/x"));
     let alice = send(proxy.addr(), as_user("alice")).await;
     assert_status(&alice, 200);
     assert_eq!(

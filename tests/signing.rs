@@ -18,8 +18,8 @@ use serde_json::{json, Value};
 
 use support::origin::{TestCa, TestOrigin};
 use support::proxy::{
-    config_with, get_request, h1_client, intercept, raw, raw_body, raw_header, raw_status, send,
-    TestProxy,
+    config_with, get_as, get_request, h1_client, intercept, raw, raw_body, raw_header, raw_status,
+    send, with_users_and_profiles, TestProxy,
 };
 use support::{run_cli, temp_dir, ROBOTS};
 
@@ -544,25 +544,19 @@ async fn each_profile_signs_with_its_own_key_and_the_directory_lists_both() {
             .to_owned()
     };
     let (company_id, pricing_id) = (id(&company), id(&pricing));
-    let profiles = Config::from_toml(
+    let origin = TestOrigin::site(ROBOTS).await;
+    let proxy = TestProxy::start_with_admin(with_users_and_profiles(
+        &["alice", "bob"],
         &format!(
-            "[auth.users]\nalice = \"a\"\nbob = \"b\"\n\
-             [[profile]]\nname = \"pricing\"\nusers = [\"alice\"]\nsigning_key = {:?}\n",
+            "[[profile]]\nname = \"pricing\"\nusers = [\"alice\"]\nsigning_key = {:?}\n",
             pricing.display().to_string()
         ),
-        "test",
-    )
-    .expect("profiles")
-    .profiles;
-    let origin = TestOrigin::site(ROBOTS).await;
-    let proxy = TestProxy::start_with_admin(config_with(|c| {
-        c.admin.listen = "127.0.0.1:0".parse().expect("addr");
-        c.tls.mode = TlsMode::Tunnel;
-        c.signing = signing_config(&company).signing;
-        c.auth.users.insert("alice".into(), "a".into());
-        c.auth.users.insert("bob".into(), "b".into());
-        c.profiles = profiles;
-    }))
+        |c| {
+            c.admin.listen = "127.0.0.1:0".parse().expect("addr");
+            c.tls.mode = TlsMode::Tunnel;
+            c.signing = signing_config(&company).signing;
+        },
+    ))
     .await;
     let jwks = served_jwks(&proxy).await;
     let kids: Vec<&str> = jwks["keys"]
@@ -579,12 +573,8 @@ async fn each_profile_signs_with_its_own_key_and_the_directory_lists_both() {
     expected.sort();
     assert_eq!(proved, expected);
 
-    for (user, password, keyid) in [("alice", "a", &pricing_id), ("bob", "b", &company_id)] {
-        let mut request = get_request(&origin.url("/page"));
-        let credentials = base64_basic(user, password);
-        request
-            .headers_mut()
-            .insert("proxy-authorization", credentials.parse().expect("value"));
+    for (user, keyid) in [("alice", &pricing_id), ("bob", &company_id)] {
+        let request = get_as(user, &origin.url("/page"));
         assert_eq!(send(proxy.addr(), request).await.status, 200);
         let answer = verify_request(
             &origin.url("/page"),
@@ -595,14 +585,6 @@ async fn each_profile_signs_with_its_own_key_and_the_directory_lists_both() {
         .expect("verifies");
         assert_eq!(answer["verified"][0]["keyid"], keyid.as_str(), "{user}");
     }
-}
-
-fn base64_basic(user: &str, password: &str) -> String {
-    use base64::Engine as _;
-    format!(
-        "Basic {}",
-        base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
-    )
 }
 
 #[tokio::test]

@@ -11,11 +11,12 @@
 mod support;
 
 use http::HeaderValue;
-use robots_guard::config::{Config, TlsMode};
+use robots_guard::config::TlsMode;
 use robots_guard::robots::{Purpose, Purposes};
 use support::origin::{Reply, TestCa, TestOrigin};
 use support::proxy::{
-    assert_status, config_with, connect_head, get_request, raw, raw_body, send, Answer, TestProxy,
+    assert_status, config_with, connect_head, get_as, get_request, raw, raw_body, send,
+    with_users_and_profiles, Answer, TestProxy,
 };
 
 fn purposes(list: &[Purpose]) -> Purposes {
@@ -184,29 +185,13 @@ async fn a_preference_cannot_be_dodged_by_a_spelling() {
 #[tokio::test]
 async fn each_profile_declares_its_own_purposes() {
     let origin = TestOrigin::site("User-agent: *\nContent-Signal: ai-train=no\n").await;
-    let profiles = Config::from_toml(
-        "[auth.users]\nalice = \"pw\"\n\
-         [[profile]]\nname = \"training\"\nusers = [\"alice\"]\npurposes = [\"ai-train\"]\n",
-        "test",
-    )
-    .expect("profiles")
-    .profiles;
-    let proxy = TestProxy::start(config_with(|c| {
-        c.auth.users.insert("alice".into(), "pw".into());
-        c.auth.users.insert("bob".into(), "pw".into());
-        c.profiles = profiles;
-    }))
+    let proxy = TestProxy::start(with_users_and_profiles(
+        &["alice", "bob"],
+        "[[profile]]\nname = \"training\"\nusers = [\"alice\"]\npurposes = [\"ai-train\"]\n",
+        |_| {},
+    ))
     .await;
-    let as_user = |user: &str| {
-        use base64::Engine as _;
-        let mut request = get_request(&origin.url("/page"));
-        let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:pw"));
-        request.headers_mut().insert(
-            "proxy-authorization",
-            format!("Basic {token}").parse().expect("header"),
-        );
-        request
-    };
+    let as_user = |user: &str| get_as(user, &origin.url("/page"));
     let alice = send(proxy.addr(), as_user("alice")).await;
     assert_status(&alice, 403);
     assert_eq!(alice.header("x-robots-guard-profile"), Some("training"));

@@ -2,8 +2,7 @@
 //! mode 0600 from the moment the file exists, as the CA key is
 //! (`tls::ca`).
 
-use std::fs::{self, OpenOptions};
-use std::io::Write;
+use std::fs;
 use std::path::{Path, PathBuf};
 
 use super::jwk::PublicJwk;
@@ -71,22 +70,14 @@ pub fn init_key(dir: &Path, force: bool) -> Result<NewKey, SigningError> {
 /// Creates `path` (failing if anything is there) readable by its owner only,
 /// and writes `contents`.
 fn write_private(path: &Path, contents: &[u8]) -> Result<(), SigningError> {
-    let io_error = |action, error| SigningError::Io {
-        action,
-        path: path.to_path_buf(),
-        error,
-    };
-    let mut options = OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    let mut file = options.open(path).map_err(|e| io_error("create", e))?;
-    file.write_all(contents)
-        .and_then(|()| file.sync_all())
-        .map_err(|e| io_error("write", e))
+    crate::new_file::create_new(path, contents, 0o600).map_err(|e| {
+        let (action, error) = e.parts();
+        SigningError::Io {
+            action,
+            path: path.to_path_buf(),
+            error,
+        }
+    })
 }
 
 #[cfg(test)]

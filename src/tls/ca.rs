@@ -6,8 +6,8 @@
 //! another CA. Its common name carries a random suffix so that two installs
 //! differ and a user can tell them apart in a trust store.
 
-use std::fs::{self, OpenOptions};
-use std::io::{self, Write};
+use std::fs;
+use std::io;
 use std::path::{Path, PathBuf};
 
 use rcgen::{
@@ -271,24 +271,14 @@ fn create_files(cert: &Path, key: &Path, force: bool) -> Result<CertificateAutho
 /// Creates `path` (failing if it exists, even as a dangling symlink) with
 /// `mode` on Unix, and writes `contents`.
 fn write_new(path: &Path, contents: &[u8], mode: u32) -> Result<(), TlsError> {
-    let io_error = |action, error| TlsError::Io {
-        action,
-        path: path.to_path_buf(),
-        error,
-    };
-    let mut options = OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(mode);
-    }
-    #[cfg(not(unix))]
-    let _ = mode;
-    let mut file = options.open(path).map_err(|e| io_error("create", e))?;
-    file.write_all(contents)
-        .and_then(|()| file.sync_all())
-        .map_err(|e| io_error("write", e))
+    crate::new_file::create_new(path, contents, mode).map_err(|e| {
+        let (action, error) = e.parts();
+        TlsError::Io {
+            action,
+            path: path.to_path_buf(),
+            error,
+        }
+    })
 }
 
 fn read(path: &Path, what: &'static str) -> Result<String, TlsError> {

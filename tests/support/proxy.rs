@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{HeaderMap, Request, Response, StatusCode};
+use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
 use hyper::client::conn::http1::{self, SendRequest};
@@ -500,4 +500,44 @@ where
     .expect("h2 handshake");
     tokio::spawn(conn);
     sender
+}
+
+/// The password of every user [`with_users_and_profiles`] makes.
+pub const USER_PASSWORD: &str = "pw";
+
+/// The test configuration with proxy users `users` (password
+/// [`USER_PASSWORD`]), the `[[profile]]` tables of `profiles` (TOML), and
+/// `f` applied.
+pub fn with_users_and_profiles(
+    users: &[&str],
+    profiles: &str,
+    f: impl FnOnce(&mut Config),
+) -> Config {
+    let mut users_toml = String::from("[auth.users]\n");
+    for user in users {
+        users_toml.push_str(&format!("{user} = \"{USER_PASSWORD}\"\n"));
+    }
+    let parsed = Config::from_toml(&format!("{users_toml}{profiles}"), "test profiles")
+        .expect("valid profiles");
+    config_with(|c| {
+        c.auth.users = parsed.auth.users;
+        c.profiles = parsed.profiles;
+        f(c);
+    })
+}
+
+/// `Proxy-Authorization: Basic` for `user` and [`USER_PASSWORD`].
+pub fn basic_auth(user: &str) -> HeaderValue {
+    use base64::Engine as _;
+    let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{USER_PASSWORD}"));
+    HeaderValue::from_str(&format!("Basic {token}")).expect("ASCII")
+}
+
+/// A GET of absolute `url` as proxy user `user`.
+pub fn get_as(user: &str, url: &str) -> Request<ReplyBody> {
+    let mut request = get_request(url);
+    request
+        .headers_mut()
+        .insert("proxy-authorization", basic_auth(user));
+    request
 }
