@@ -10,7 +10,10 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use robots_guard::robots::{path_params_query, pattern_matches_reference, RobotsTxt, RuleKind};
+use robots_guard::robots::{
+    path_params_query, pattern_matches_reference, refusing_members, Purpose, Purposes, RobotsTxt,
+    RuleKind,
+};
 
 const AGENTS: [&str; 8] = [
     "Googlebot",
@@ -72,6 +75,29 @@ fuzz_target!(|data: &[u8]| {
     }
     let _ = (selected.crawl_delay(), selected.min_interval());
     let _ = selected.disallows_everything();
+
+    // Usage preferences: a refusal names a purpose that was asked and a
+    // statement on a line of the file; no purpose asked, nothing refused.
+    for preference in selected.preferences() {
+        assert!(preference.line >= 1 && preference.line <= line_count);
+    }
+    assert!(selected.usage(&url, Purposes::NONE).allowed());
+    for asked in [
+        Purposes::ALL,
+        Purposes::NONE.with(Purpose::AiTrain),
+        Purposes::NONE.with(Purpose::Search),
+    ] {
+        if let Some(refusal) = selected.usage(&url, asked).refusal {
+            assert!(asked.contains(refusal.purpose), "refused what was not asked");
+            let line = refusal.statement.line;
+            assert!(line >= 1 && line <= line_count, "statement line {line}");
+        }
+        // The URL part read as a `Content-Usage` response header: the
+        // members named are the header's own text.
+        for member in refusing_members(&url, asked) {
+            assert!(url.contains(member), "{member:?} not in {url:?}");
+        }
+    }
 
     if let (Some(pattern), Some(path)) = (pattern, path) {
         cross_check(pattern, path);
