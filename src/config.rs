@@ -55,6 +55,9 @@ pub struct Config {
     pub profiles: Vec<ProfileConfig>,
     /// `[signing]`: Web Bot Auth request signatures; absent, requests are not signed.
     pub signing: Option<SigningConfig>,
+    /// `[fleet]`: share pacing, site back-off and robots.txt with other processes
+    /// through a Redis/Valkey store; absent, all state stays in this process.
+    pub fleet: Option<FleetConfig>,
 }
 
 /// Errors from loading the configuration.
@@ -91,6 +94,22 @@ pub struct Startup {
     pub admin: AdminConfig,
     /// `[log]`.
     pub log: LogConfig,
+    /// `[fleet]`: the store connections are made once, at start.
+    pub fleet: StartupFleet,
+}
+
+/// The `[fleet]` keys of [`Startup`], as text, so a section added or removed
+/// by a reload shows as changed keys too (an absent section is all empty).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StartupFleet {
+    /// `fleet.store`.
+    pub store: String,
+    /// `fleet.on_store_error`.
+    pub on_store_error: String,
+    /// `fleet.store_timeout`.
+    pub store_timeout: String,
+    /// `fleet.lease_ttl`.
+    pub lease_ttl: String,
 }
 
 /// The `[proxy]` keys of [`Startup`].
@@ -115,6 +134,20 @@ impl Config {
             },
             admin: self.admin.clone(),
             log: self.log.clone(),
+            fleet: match &self.fleet {
+                Some(f) => StartupFleet {
+                    store: f.store.clone(),
+                    on_store_error: format!("{:?}", f.on_store_error),
+                    store_timeout: format!("{:?}", f.store_timeout),
+                    lease_ttl: format!("{:?}", f.lease_ttl),
+                },
+                None => StartupFleet {
+                    store: String::new(),
+                    on_store_error: String::new(),
+                    store_timeout: String::new(),
+                    lease_ttl: String::new(),
+                },
+            },
         }
     }
 
@@ -277,6 +310,68 @@ impl fmt::Debug for AuthConfig {
             .field("htpasswd", &self.htpasswd)
             .finish()
     }
+}
+
+/// `[fleet]`: several robots-guard processes pace each host as one, through a shared
+/// Redis (or Valkey) store: per-host spacing and slots, the site's back-off and the
+/// robots.txt cache. Absent: everything stays in this process. `store` is required.
+/// Read once at start (a reload that changes it warns).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FleetConfig {
+    /// The store's URL, `redis://host:port/db` (`rediss://` is not built in).
+    #[serde(deserialize_with = "FleetConfig::store_url")]
+    pub store: String,
+    /// What a request does when the store cannot be reached: `local` (default) paces
+    /// and caches in this process alone until the store is back; `refuse` answers `503
+    /// fleet-store-unavailable`.
+    #[serde(default)]
+    pub on_store_error: OnStoreError,
+    /// The longest any request waits on the store for one answer. Default 250 ms.
+    #[serde(
+        default = "FleetConfig::default_store_timeout",
+        deserialize_with = "de::nonzero_duration"
+    )]
+    pub store_timeout: Duration,
+    /// How long a request's slot (lease) lasts in the store if its process dies
+    /// before giving it back. Longer than the longest request. Default 30 s.
+    #[serde(
+        default = "FleetConfig::default_lease_ttl",
+        deserialize_with = "de::nonzero_duration"
+    )]
+    pub lease_ttl: Duration,
+}
+
+impl FleetConfig {
+    fn default_store_timeout() -> Duration {
+        Duration::from_millis(250)
+    }
+
+    fn default_lease_ttl() -> Duration {
+        Duration::from_secs(30)
+    }
+
+    fn store_url<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+        use serde::de::Error;
+        let url = String::deserialize(d)?;
+        if !(url.starts_with("redis://") || url.starts_with("redis+unix://")) {
+            return Err(D::Error::custom(format!(
+                "fleet.store must be a redis:// URL such as \"redis://127.0.0.1:6379/0\", not \"{url}\""
+            )));
+        }
+        Ok(url)
+    }
+}
+
+/// `fleet.on_store_error`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnStoreError {
+    /// Pace and cache in this process alone until the store is back.
+    #[default]
+    Local,
+    /// Answer `503 fleet-store-unavailable`.
+    Refuse,
 }
 
 /// `[signing]`: sign every forwarded request with HTTP Message Signatures (RFC 9421) as
@@ -1163,6 +1258,43 @@ mod tests {
             .sum();
         assert_eq!(count, 14 + 5 + 11 + 10 + 5 + 1 + 4 + 2);
         assert!(text.contains("# robot_name = "));
+        // Optional sections are written out commented: [signing] and [fleet] (4 keys).
+        for key in ["store", "on_store_error", "store_timeout", "lease_ttl"] {
+            assert!(text.contains(&format!("# {key} = ")), "fleet.{key}");
+        }
+    }
+
+    #[test]
+    fn fleet_section_parses_with_defaults_and_rejects_unknown_keys() {
+        let c = Config::from_toml("[fleet]\nstore = \"redis://127.0.0.1:6379/0\"\n", "t").unwrap();
+        let f = c.fleet.clone().expect("fleet");
+        assert_eq!(f.on_store_error, OnStoreError::Local);
+        assert_eq!(f.store_timeout, Duration::from_millis(250));
+        assert_eq!(f.lease_ttl, Duration::from_secs(30));
+        let c2 = Config::from_toml(
+            "[fleet]\nstore = \"redis://h:1/2\"\non_store_error = \"refuse\"\nstore_timeout = \"1s\"\nlease_ttl = \"5s\"\n",
+            "t",
+        )
+        .unwrap();
+        assert_eq!(
+            c2.fleet.as_ref().unwrap().on_store_error,
+            OnStoreError::Refuse
+        );
+        assert_ne!(c.startup(), c2.startup(), "fleet keys are read at start");
+        assert_ne!(
+            Config::default().startup(),
+            c.startup(),
+            "adding [fleet] shows"
+        );
+        for bad in [
+            "[fleet]\nstore = \"redis://h:1\"\nstores = 1\n",
+            "[fleet]\nstore = \"http://h:1\"\n",
+            "[fleet]\non_store_error = \"local\"\n",
+            "[fleet]\nstore = \"redis://h:1\"\non_store_error = \"panic\"\n",
+            "[fleet]\nstore = \"redis://h:1\"\nstore_timeout = \"0s\"\n",
+        ] {
+            assert!(Config::from_toml(bad, "t").is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -5,6 +5,7 @@ pub mod admin;
 pub mod check;
 pub mod config;
 pub mod fetch;
+pub mod fleet;
 pub mod metrics;
 mod new_file;
 pub mod origin;

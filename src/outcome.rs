@@ -63,6 +63,9 @@ pub enum Reason {
     UpstreamError,
     /// 504: the origin did not answer within `proxy.upstream_timeout`.
     UpstreamTimeout,
+    /// 503: the fleet's shared store cannot be reached and
+    /// `fleet.on_store_error = "refuse"`.
+    FleetStoreUnavailable,
 }
 
 /// How a [`Reason`] counts on the status page and in the totals.
@@ -82,7 +85,7 @@ pub enum Class {
 
 impl Reason {
     /// Every reason, for documentation and exhaustive tests.
-    pub const ALL: [Reason; 22] = [
+    pub const ALL: [Reason; 23] = [
         Reason::Allowed,
         Reason::Tunnel,
         Reason::Intercept,
@@ -105,6 +108,7 @@ impl Reason {
         Reason::UpstreamCertificate,
         Reason::UpstreamError,
         Reason::UpstreamTimeout,
+        Reason::FleetStoreUnavailable,
     ];
 
     /// The one word for this reason: header, logs and metrics label.
@@ -132,6 +136,7 @@ impl Reason {
             Reason::UpstreamCertificate => "upstream-certificate",
             Reason::UpstreamError => "upstream-error",
             Reason::UpstreamTimeout => "upstream-timeout",
+            Reason::FleetStoreUnavailable => "fleet-store-unavailable",
         }
     }
 
@@ -144,7 +149,8 @@ impl Reason {
             Reason::RobotsUnreachable
             | Reason::UpstreamCertificate
             | Reason::UpstreamError
-            | Reason::UpstreamTimeout => Class::Failed,
+            | Reason::UpstreamTimeout
+            | Reason::FleetStoreUnavailable => Class::Failed,
             Reason::RobotsDisallow
             | Reason::RobotsForbidden
             | Reason::UsagePreference

@@ -50,6 +50,7 @@ pub fn colour(series: Series) -> &'static str {
             Reason::UpstreamCertificate => "#6639ba",
             Reason::UpstreamError => "#a475f9",
             Reason::UpstreamTimeout => "#d8b9ff",
+            Reason::FleetStoreUnavailable => "#512a97",
             Reason::CrawlerTrap => "#953800",
             Reason::ClientNotAllowed => "#24292f",
             Reason::ProxyAuth => "#424a53",

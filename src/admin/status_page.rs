@@ -149,6 +149,24 @@ fn summary(page: &mut String, settings: &Settings, services: &Services, profile:
         let _ = write!(page, "<div><dt>{name}</dt><dd>{value}</dd></div>");
     }
     page.push_str("</dl>\n");
+    if let Some(fleet) = &services.fleet {
+        let stats = fleet.store.stats();
+        let _ = writeln!(
+            page,
+            "<p class=\"sub\">fleet store <span class=\"mono\">{}</span>: <b>{}</b> · \
+             round trips {} · errors {} · requests served alone {} · on store error: {:?}</p>",
+            escape(&fleet.url),
+            if stats.up {
+                "up"
+            } else {
+                "down (falling back)"
+            },
+            stats.round_trips,
+            stats.errors,
+            stats.fallbacks,
+            fleet.on_store_error,
+        );
+    }
 }
 
 /// The profiles in force, each a link that narrows the page to it.

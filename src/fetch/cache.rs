@@ -64,6 +64,42 @@ pub trait RobotsStore: Send + Sync {
     fn set_capacity(&self, capacity: NonZeroUsize);
 }
 
+/// What a store shared with other processes (a fleet's) says about an origin's
+/// robots.txt, asked by the one fetch task of this process before it fetches.
+#[derive(Debug)]
+pub enum SharedLookup {
+    /// A fresh entry stored by some process (its expiry already on this clock).
+    Found(Box<RobotsEntry>),
+    /// No fresh entry: this process holds the fetch lock (the token frees it).
+    Fetch(String),
+    /// Another process is fetching; ask again within this long.
+    Wait(Duration),
+    /// The shared store cannot be used: fetch alone.
+    Unavailable,
+}
+
+/// A boxed future, for the object-safe [`SharedRobots`].
+pub type SharedFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
+/// A robots.txt store shared by a fleet of processes: one fetch per origin for the
+/// whole fleet. The local LRU stays in front of it as a near cache (entries keep the
+/// shared expiry), so a cached lookup never asks it.
+pub trait SharedRobots: Send + Sync {
+    /// The shared entry, or the fetch lock, or "wait".
+    fn begin<'a>(&'a self, origin: &'a Origin) -> SharedFuture<'a, SharedLookup>;
+
+    /// Stores `entry`, fetched under the lock `token`, for every process.
+    fn publish<'a>(
+        &'a self,
+        origin: &'a Origin,
+        entry: &'a RobotsEntry,
+        token: String,
+    ) -> SharedFuture<'a, ()>;
+}
+
+/// How often a process waiting for another's fetch asks the shared store again.
+const SHARED_POLL: Duration = Duration::from_millis(25);
+
 /// The in-memory store: an LRU of at most `capacity` origins.
 pub struct MemoryStore {
     entries: Mutex<LruCache<Origin, Arc<RobotsEntry>>>,
@@ -152,6 +188,8 @@ type Pending = watch::Receiver<Option<Arc<RobotsEntry>>>;
 struct Inner {
     fetcher: RobotsFetcher,
     store: Arc<dyn RobotsStore>,
+    /// The fleet's shared store, asked before fetching (see [`SharedRobots`]).
+    shared: std::sync::OnceLock<Arc<dyn SharedRobots>>,
     in_flight: Mutex<HashMap<Origin, Pending>>,
     counters: Counters,
 }
@@ -181,6 +219,7 @@ impl RobotsCache {
             inner: Arc::new(Inner {
                 fetcher,
                 store,
+                shared: std::sync::OnceLock::new(),
                 in_flight: Mutex::new(HashMap::new()),
                 counters: Counters::default(),
             }),
@@ -247,6 +286,12 @@ impl RobotsCache {
                 truncated: false,
             })
         })
+    }
+
+    /// Asks `shared` (a fleet's store) before every fetch from now on, and publishes
+    /// what this process fetches there. Set once; a second call is ignored.
+    pub fn share_through(&self, shared: Arc<dyn SharedRobots>) {
+        let _ = self.inner.shared.set(shared);
     }
 
     /// The cached entry for `origin`, fresh or not, without fetching.
@@ -331,20 +376,10 @@ async fn refresh(
         inner: &inner,
         origin: &origin,
     };
-    // Only a parsed file is worth revalidating: a 304 can only confirm what was parsed.
-    let validators = previous
-        .as_ref()
-        .filter(|p| matches!(p.rules, RobotsRules::Parsed(_)))
-        .map(|p| &p.validators);
-    let outcome = inner.fetcher.fetch(&origin, validators).await;
-    inner.count(&outcome);
-    let entry = Arc::new(entry_for(
-        &inner.fetcher.settings(),
-        &origin,
-        previous.as_deref(),
-        outcome,
-        Instant::now(),
-    ));
+    let entry = Arc::new(match inner.shared.get() {
+        Some(shared) => shared_entry(&inner, shared.as_ref(), &origin, previous.as_deref()).await,
+        None => fetch_entry(&inner, &origin, previous.as_deref()).await,
+    });
     tracing::debug!(
         %origin,
         rules = entry.rules.kind(),
@@ -357,6 +392,57 @@ async fn refresh(
         tracing::debug!(%evicted, "robots.txt entry evicted");
     }
     tx.send_replace(Some(entry));
+}
+
+/// Fetches `origin`'s robots.txt (a revalidation of `previous` when it can be) and
+/// builds its entry.
+async fn fetch_entry(
+    inner: &Inner,
+    origin: &Origin,
+    previous: Option<&RobotsEntry>,
+) -> RobotsEntry {
+    // Only a parsed file is worth revalidating: a 304 can only confirm what was parsed.
+    let validators = previous
+        .filter(|p| matches!(p.rules, RobotsRules::Parsed(_)))
+        .map(|p| &p.validators);
+    let outcome = inner.fetcher.fetch(origin, validators).await;
+    inner.count(&outcome);
+    entry_for(
+        &inner.fetcher.settings(),
+        origin,
+        previous,
+        outcome,
+        Instant::now(),
+    )
+}
+
+/// The entry through the fleet's store: the one stored there, or this process fetches
+/// it under the fleet's lock and stores it, or waits while another process does. A
+/// fetch lock that outlives its holder expires, and someone else fetches; a wait longer
+/// than two fetch timeouts, or a store that cannot be used, means fetching alone.
+async fn shared_entry(
+    inner: &Inner,
+    shared: &dyn SharedRobots,
+    origin: &Origin,
+    previous: Option<&RobotsEntry>,
+) -> RobotsEntry {
+    let deadline = Instant::now() + inner.fetcher.settings().fetch_timeout * 2;
+    loop {
+        match shared.begin(origin).await {
+            SharedLookup::Found(entry) => return *entry,
+            SharedLookup::Fetch(token) => {
+                let entry = fetch_entry(inner, origin, previous).await;
+                shared.publish(origin, &entry, token).await;
+                return entry;
+            }
+            SharedLookup::Wait(left) if Instant::now() < deadline => {
+                tokio::time::sleep(left.min(SHARED_POLL)).await;
+            }
+            SharedLookup::Wait(_) | SharedLookup::Unavailable => {
+                return fetch_entry(inner, origin, previous).await
+            }
+        }
+    }
 }
 
 struct LeaveInFlight<'a> {

@@ -27,7 +27,9 @@ mod cache;
 mod client;
 mod ttl;
 
-pub use cache::{CacheStats, MemoryStore, RobotsCache, RobotsStore};
+pub use cache::{
+    CacheStats, MemoryStore, RobotsCache, RobotsStore, SharedFuture, SharedLookup, SharedRobots,
+};
 pub use client::{FetchOutcome, RobotsFetcher};
 pub use ttl::{freshness_lifetime, retry_after};
 

@@ -85,6 +85,8 @@ pub struct ScrapeSources {
     /// cached); shared with the services, which swap it when a reload names
     /// another CA or mode.
     pub minter: Arc<ArcSwapOption<LeafMinter>>,
+    /// The fleet's store, in fleet mode (its health and round trips).
+    pub fleet: Option<Arc<crate::fleet::Store>>,
 }
 
 /// The kind of connection counted by [`Metrics::connection_opened`].
@@ -710,6 +712,34 @@ impl Collector for SourceCollector {
             .load()
             .as_ref()
             .map_or((0, 0), |m| (m.minted_count(), m.cached_count()));
+        if let Some(store) = &self.0.fleet {
+            let stats = store.stats();
+            gauge(
+                &mut encoder,
+                "fleet_store_up",
+                "1 while the fleet's shared store answers, 0 while requests fall back",
+                usize::from(stats.up),
+            )?;
+            counter(
+                &mut encoder,
+                "fleet_store_round_trips",
+                "Calls sent to the fleet's store (scripts and pings), one round trip each",
+                stats.round_trips,
+            )?;
+            counter(
+                &mut encoder,
+                "fleet_store_errors",
+                "Fleet store calls that failed or timed out",
+                stats.errors,
+            )?;
+            counter(
+                &mut encoder,
+                "fleet_store_fallbacks",
+                "Requests paced or robots.txt lookups served by this process alone because \
+                 the fleet's store could not be used",
+                stats.fallbacks,
+            )?;
+        }
         counter(
             &mut encoder,
             "tls_leaf_certificates_minted",
@@ -806,6 +836,7 @@ mod tests {
             robots,
             pacer,
             minter: Arc::new(ArcSwapOption::empty()),
+            fleet: None,
         })
     }
 

@@ -77,6 +77,11 @@ impl BackoffCause {
         })
     }
 
+    /// The cause a [`word`](BackoffCause::word) names (as a fleet's store keeps it).
+    pub fn from_word(word: &str) -> Option<BackoffCause> {
+        BackoffCause::ALL.into_iter().find(|c| c.word() == word)
+    }
+
     /// Index into [`BackoffCause::ALL`] (statuses other than 429 count as 503).
     pub fn index(self) -> usize {
         match self {
@@ -293,6 +298,7 @@ mod tests {
         assert_eq!(words.len(), BackoffCause::ALL.len());
         for (i, cause) in BackoffCause::ALL.iter().enumerate() {
             assert_eq!(cause.index(), i);
+            assert_eq!(BackoffCause::from_word(cause.word()), Some(*cause));
         }
     }
 }

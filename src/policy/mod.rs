@@ -14,4 +14,6 @@ pub mod rate;
 pub use backoff::{BackoffCause, BackoffSettings, BackoffView};
 pub use destination::DestinationError;
 pub use identity::{is_mailbox, IdentityError, IdentityMode, IdentityPolicy};
-pub use rate::{HostPaceStats, PacePermit, PaceRejected, Pacer, PacingSettings};
+pub use rate::{
+    BackoffSink, HostPaceStats, Lease, PacePermit, PaceRejected, Pacer, PacingSettings,
+};

@@ -86,6 +86,25 @@ pub struct PacePermit {
     host: Option<Arc<str>>,
     /// See [`PacePermit::succeeded`].
     succeeded: bool,
+    /// A slot held somewhere else too (a fleet's shared store), given back with this
+    /// permit. `None` for a process alone, which then pays nothing for it.
+    lease: Option<Box<dyn Lease>>,
+}
+
+/// A slot held outside this pacer (a fleet's shared store): given back when the
+/// [`PacePermit`] carrying it is dropped, told whether the origin answered normally.
+pub trait Lease: Send + Sync {
+    /// The request is over; `succeeded` as [`PacePermit::succeeded`] recorded.
+    fn release(&mut self, succeeded: bool);
+}
+
+/// Where a host's back-off is also reported: a fleet's shared store, so the other
+/// processes slow down too. Called after the local state changed; must not block.
+pub trait BackoffSink: Send + Sync {
+    /// The site asked for a pause of `wait` (already known to be honoured).
+    fn pause(&self, host: &str, wait: Duration, cause: BackoffCause, settings: &BackoffSettings);
+    /// The site failed in a way that slows it down.
+    fn failed(&self, host: &str, cause: BackoffCause, settings: &BackoffSettings);
 }
 
 /// The request would wait too long for its turn: answer `429 Too Many Requests`.
@@ -121,6 +140,8 @@ struct Inner {
     state: Mutex<State>,
     /// Pauses and slow-downs since start, per [`BackoffCause::index`].
     backoffs: [std::sync::atomic::AtomicU64; BackoffCause::ALL.len()],
+    /// Where back-off is also reported (a fleet's store), if anywhere.
+    sink: std::sync::OnceLock<Arc<dyn BackoffSink>>,
 }
 
 struct State {
@@ -224,6 +245,7 @@ impl Pacer {
             inner: Arc::new(Inner {
                 settings: arc_swap::ArcSwap::from_pointee(settings),
                 backoffs: Default::default(),
+                sink: std::sync::OnceLock::new(),
                 state: Mutex::new(State {
                     hosts: LruCache::unbounded(),
                     next_waiter_id: 0,
@@ -231,6 +253,12 @@ impl Pacer {
                 }),
             }),
         }
+    }
+
+    /// Reports every pause and slow-down to `sink` too, from now on (a fleet's store,
+    /// so the other processes see them). Set once; a second call is ignored.
+    pub fn report_backoff_to(&self, sink: Arc<dyn BackoffSink>) {
+        let _ = self.inner.sink.set(sink);
     }
 
     /// The settings in force.
@@ -368,6 +396,7 @@ impl Pacer {
             inner: self.inner.clone(),
             host,
             succeeded: false,
+            lease: None,
         }
     }
 
@@ -387,6 +416,9 @@ impl Pacer {
         tracing::info!(host, ?wait, %cause, "the site asked for a pause");
         self.inner
             .adjust(host, cause, |b| b.pause(now, wait, cause, &settings));
+        if let Some(sink) = self.inner.sink.get() {
+            sink.pause(host, wait, cause, &settings);
+        }
     }
 
     /// The site failed in a way that asks for slowing down: a `429`/`503` without
@@ -401,6 +433,9 @@ impl Pacer {
         tracing::debug!(host, %cause, "the site is slowed down");
         self.inner
             .adjust(host, cause, |b| b.failed(cause, &settings));
+        if let Some(sink) = self.inner.sink.get() {
+            sink.failed(host, cause, &settings);
+        }
     }
 
     /// Pauses and slow-downs since start, per cause.
@@ -573,7 +608,7 @@ impl State {
 
 impl PaceRejected {
     /// A rejection suggesting a retry after `wait`, rounded up to whole seconds, at least 1.
-    fn after(wait: Duration, site_backoff: Option<BackoffCause>) -> Self {
+    pub fn after(wait: Duration, site_backoff: Option<BackoffCause>) -> Self {
         let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
         PaceRejected {
             retry_after: Duration::from_secs(secs.max(1)),
@@ -604,10 +639,19 @@ impl PacePermit {
     pub fn succeeded(&mut self) {
         self.succeeded = true;
     }
+
+    /// The permit also holds `lease`, given back when it is dropped.
+    pub fn with_lease(mut self, lease: Box<dyn Lease>) -> PacePermit {
+        self.lease = Some(lease);
+        self
+    }
 }
 
 impl Drop for PacePermit {
     fn drop(&mut self) {
+        if let Some(lease) = &mut self.lease {
+            lease.release(self.succeeded);
+        }
         if let Some(host) = &self.host {
             self.inner.release(host, self.succeeded);
         }

@@ -210,6 +210,12 @@ pub enum Answer {
         /// How long the proxy waited.
         waited: Duration,
     },
+    /// 503: the fleet's shared store cannot be reached and
+    /// `fleet.on_store_error = "refuse"`.
+    FleetStoreUnavailable {
+        /// The host whose shared pacing could not be asked.
+        host: String,
+    },
 }
 
 impl Answer {
@@ -235,6 +241,7 @@ impl Answer {
             Answer::UpstreamCertificate { .. } => Reason::UpstreamCertificate,
             Answer::UpstreamError { .. } => Reason::UpstreamError,
             Answer::UpstreamTimeout { .. } => Reason::UpstreamTimeout,
+            Answer::FleetStoreUnavailable { .. } => Reason::FleetStoreUnavailable,
         }
     }
 
@@ -243,7 +250,9 @@ impl Answer {
         match self.reason() {
             Reason::ProxyAuth => StatusCode::PROXY_AUTHENTICATION_REQUIRED,
             Reason::Pacing | Reason::SiteBackoff => StatusCode::TOO_MANY_REQUESTS,
-            Reason::RobotsUnreachable => StatusCode::SERVICE_UNAVAILABLE,
+            Reason::RobotsUnreachable | Reason::FleetStoreUnavailable => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             Reason::UpstreamCertificate | Reason::UpstreamError => StatusCode::BAD_GATEWAY,
             Reason::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
             Reason::BadRequest => StatusCode::BAD_REQUEST,
@@ -406,6 +415,12 @@ impl Answer {
                 "504 Gateway Timeout\n\n{origin} did not answer within {} s.\n",
                 whole_seconds(*waited)
             ),
+            Answer::FleetStoreUnavailable { host } => format!(
+                "503 Service Unavailable: the fleet's shared store cannot be reached\n\n\
+                 Requests to {host} are paced together with the other proxies of the fleet \
+                 through a shared store, which does not answer; this proxy is set to refuse \
+                 rather than pace alone (fleet.on_store_error = \"refuse\"). Retry in 1 s.\n"
+            ),
         }
     }
 
@@ -491,6 +506,7 @@ impl Answer {
             Answer::Pacing { retry_after, .. } | Answer::SiteBackoff { retry_after, .. } => {
                 put(RETRY_AFTER, &whole_seconds(*retry_after).to_string())
             }
+            Answer::FleetStoreUnavailable { .. } => put(RETRY_AFTER, "1"),
             Answer::ProxyAuth { challenge, .. } => put(http::header::PROXY_AUTHENTICATE, challenge),
             _ => {}
         }

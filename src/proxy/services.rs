@@ -18,6 +18,7 @@ use arc_swap::{ArcSwap, ArcSwapOption};
 use super::headers::Via;
 use super::settings::Settings;
 use crate::fetch::{RobotsCache, RobotsFetcher};
+use crate::fleet::{Fleet, StoreError};
 use crate::metrics::{Metrics, ScrapeSources};
 use crate::policy::destination::DestinationPolicy;
 use crate::policy::Pacer;
@@ -54,6 +55,9 @@ pub enum ServicesError {
     /// The request signing key could not be loaded.
     #[error(transparent)]
     Signing(#[from] SigningError),
+    /// The fleet's store URL cannot be used.
+    #[error(transparent)]
+    Fleet(#[from] StoreError),
 }
 
 /// Everything kept across reloads.
@@ -81,6 +85,9 @@ pub struct Services {
     /// when signing is off), read per request (`load()` takes no lock) and
     /// replaced by a reload, which reads the key files again.
     pub signers: ArcSwap<Signers>,
+    /// `[fleet]`: pacing, back-off and robots.txt shared with other processes through
+    /// a store; `None` for a process alone, whose requests never look at it again.
+    pub fleet: Option<Arc<Fleet>>,
 }
 
 /// The leaf minter of the CA in force (none in tunnel mode), replaced when a
@@ -138,6 +145,12 @@ impl Services {
             pacer.clone(),
             settings.fetch.clone(),
         ));
+        let fleet = settings
+            .fleet
+            .as_ref()
+            .map(|config| Fleet::start(config, &pacer, &robots, workers.get()))
+            .transpose()?
+            .map(Arc::new);
         let minter = settings.ca_files.as_ref().map(load_minter).transpose()?;
         let signers = load_signers(settings)?;
         let current = Arc::new(ArcSwapOption::new(minter));
@@ -145,6 +158,7 @@ impl Services {
             robots: robots.clone(),
             pacer: pacer.clone(),
             minter: current.clone(),
+            fleet: fleet.as_ref().map(|f| f.store.clone()),
         }));
         Ok(Services {
             listen,
@@ -159,6 +173,7 @@ impl Services {
             },
             metrics,
             signers: ArcSwap::new(signers),
+            fleet,
         })
     }
 
@@ -184,6 +199,9 @@ impl Services {
         self.destinations
             .set_deny(settings.deny_destinations.clone());
         self.pacer.reconfigure(settings.pacing.clone());
+        if let Some(fleet) = &self.fleet {
+            fleet.pacer.reconfigure(&settings.pacing);
+        }
         self.robots.reconfigure(settings.fetch.clone());
         self.upstream.reconfigure(&settings.upstream);
         if let Some(minter) = prepared.minter {

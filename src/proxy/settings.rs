@@ -122,6 +122,8 @@ pub struct Settings {
     pub ca_files: Option<(PathBuf, PathBuf)>,
     /// `[signing]`, for the request signer; `None`: requests are not signed.
     pub signing: Option<crate::config::SigningConfig>,
+    /// `[fleet]`: read once, when the services start (a reload cannot change it).
+    pub fleet: Option<crate::config::FleetConfig>,
 }
 
 /// Why a configuration cannot be used.
@@ -234,6 +236,7 @@ impl Settings {
             ca_files: (config.tls.mode == TlsMode::Intercept)
                 .then(|| (config.tls.ca_cert.clone(), config.tls.ca_key.clone())),
             signing: config.signing.clone(),
+            fleet: config.fleet.clone(),
         })
     }
 

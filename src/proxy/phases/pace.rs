@@ -25,13 +25,17 @@ use tokio::time::Instant;
 use super::super::exchange::Exchange;
 use super::super::response::{Answer, Refusal};
 use crate::config::TlsMode;
+use crate::fleet::{Fleet, FleetRefusal};
 use crate::origin::Origin;
-use crate::policy::PacePermit;
+use crate::policy::{PacePermit, PaceRejected};
 
 /// Waits for the host's next slot, or refuses with `429`.
 pub(crate) async fn pace(ex: &Exchange, origin: &Origin) -> Result<Option<PacePermit>, Refusal> {
     if ex.connect && ex.settings.tls_mode == TlsMode::Intercept {
         return Ok(None);
+    }
+    if let Some(fleet) = &ex.services.fleet {
+        return pace_in_fleet(ex, origin, fleet).await.map(Some);
     }
     // The wait is timed only when there is one: most requests are admitted
     // on the first poll.
@@ -48,7 +52,16 @@ pub(crate) async fn pace(ex: &Exchange, origin: &Origin) -> Result<Option<PacePe
         polled
     })
     .await
-    .map_err(|rejected| match rejected.site_backoff {
+    .map_err(|rejected| refusal(origin, rejected))?;
+    ex.services
+        .metrics
+        .pacing_wait(waiting_since.map_or(Duration::ZERO, |since| since.elapsed()));
+    Ok(Some(permit))
+}
+
+/// The `429` of a request that would wait too long.
+fn refusal(origin: &Origin, rejected: PaceRejected) -> Answer {
+    match rejected.site_backoff {
         Some(cause) => Answer::SiteBackoff {
             host: origin.host.clone(),
             cause,
@@ -58,9 +71,32 @@ pub(crate) async fn pace(ex: &Exchange, origin: &Origin) -> Result<Option<PacePe
             host: origin.host.clone(),
             retry_after: rejected.retry_after,
         },
-    })?;
-    ex.services
-        .metrics
-        .pacing_wait(waiting_since.map_or(Duration::ZERO, |since| since.elapsed()));
-    Ok(Some(permit))
+    }
+}
+
+/// Fleet mode: the host's turn across every process sharing the store (see
+/// [`crate::fleet::pacing`]); `503 fleet-store-unavailable` when the store cannot be
+/// reached and the fleet is set to refuse rather than pace alone.
+async fn pace_in_fleet(
+    ex: &Exchange,
+    origin: &Origin,
+    fleet: &Fleet,
+) -> Result<PacePermit, Refusal> {
+    let since = Instant::now();
+    let permit = fleet
+        .pacer
+        .admit(
+            &ex.services.pacer,
+            origin.pacing_key(),
+            ex.delay.max(ex.profile.min_delay),
+        )
+        .await
+        .map_err(|refused| match refused {
+            FleetRefusal::Pace(rejected) => refusal(origin, rejected),
+            FleetRefusal::StoreUnavailable => Answer::FleetStoreUnavailable {
+                host: origin.host.clone(),
+            },
+        })?;
+    ex.services.metrics.pacing_wait(since.elapsed());
+    Ok(permit)
 }

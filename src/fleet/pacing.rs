@@ -1,0 +1,439 @@
+//! Per-host pacing shared by the fleet: one store round trip per admitted request.
+//!
+//! # Order and cost
+//!
+//! A request first takes its place in this process's own per-host queue (a [`Pacer`]
+//! with no spacing of its own and the same `max_per_host`): that keeps first come, first
+//! served within the process and never lets more requests of one process ask the store
+//! than could be admitted. Then it runs [`scripts::ADMIT`] once: the script drops
+//! expired leases and the finished ones the call carries, applies the host's pause and
+//! extra delay, reserves the next start (`start = max(now, next, paused)`,
+//! `next = start + delay + extra`) and takes a lease scored by its expiry, or answers "full" (all
+//! `max_per_host` leases held: the request asks again when the first expires, polling at
+//! most every [`FULL_POLL`]) or "reject" (the wait would pass `max_wait`: `429`). The
+//! process then sleeps until its start. The clock is the store's.
+//!
+//! # Giving leases back
+//!
+//! A finished request does not wait on the store: its lease id goes into its worker's
+//! list of finished leases, and the next admission to the same host from that worker
+//! carries it (piggybacked on the one round trip that admission makes anyway). Leases no
+//! admission took within [`FLUSH_AFTER`] are given back by a background batch, one
+//! script call per host, sent together on the worker's multiplexed connection. A process
+//! that dies gives nothing back: its leases expire after `fleet.lease_ttl`.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use super::scripts::{self, ms};
+use super::store::{Store, StoreError};
+use crate::config::OnStoreError;
+use crate::policy::{
+    BackoffCause, BackoffSettings, BackoffSink, Lease, PacePermit, PaceRejected, Pacer,
+    PacingSettings,
+};
+
+/// How long a finished lease waits for an admission to the same host to carry it
+/// before a background batch gives it back.
+pub const FLUSH_AFTER: Duration = Duration::from_millis(50);
+
+/// The longest a request waits before asking again when every slot is held.
+pub const FULL_POLL: Duration = Duration::from_millis(50);
+
+/// How long the store keeps a host's pause state past its end.
+const IDLE_KEEP: Duration = Duration::from_secs(60);
+
+/// Why the fleet did not admit a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FleetRefusal {
+    /// The wait would be too long (`429 pacing` or `site-backoff`).
+    Pace(PaceRejected),
+    /// The store cannot be reached and `on_store_error = "refuse"` (`503`).
+    StoreUnavailable,
+}
+
+/// The fleet's pacer.
+pub struct FleetPacer {
+    store: Arc<Store>,
+    /// This process's FIFO per host in front of the store.
+    queue: Pacer,
+    lease_ttl: Duration,
+    on_error: OnStoreError,
+    /// Finished leases, per worker.
+    finished: Box<[Arc<Finished>]>,
+    /// Lease ids: this process's random prefix and a counter.
+    prefix: String,
+    next_lease: AtomicU64,
+}
+
+/// One worker's finished leases, per host, waiting to be given back.
+#[derive(Default)]
+struct Finished {
+    hosts: Mutex<HashMap<Arc<str>, Done>>,
+    wake: Notify,
+    flusher: AtomicBool,
+}
+
+#[derive(Default)]
+struct Done {
+    ids: Vec<String>,
+    successes: u32,
+}
+
+impl Finished {
+    fn take(&self, host: &str) -> Done {
+        self.hosts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(host)
+            .unwrap_or_default()
+    }
+
+    fn put(&self, host: &Arc<str>, ids: Vec<String>, successes: u32) {
+        if ids.is_empty() && successes == 0 {
+            return;
+        }
+        let first = {
+            let mut hosts = self.hosts.lock().unwrap_or_else(PoisonError::into_inner);
+            let first = hosts.is_empty();
+            let done = hosts.entry(host.clone()).or_default();
+            done.ids.extend(ids);
+            done.successes = done.successes.saturating_add(successes);
+            first
+        };
+        if first {
+            self.wake.notify_one();
+        }
+    }
+
+    fn drain(&self) -> Vec<(Arc<str>, Done)> {
+        self.hosts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .drain()
+            .collect()
+    }
+}
+
+/// A lease held in the store, given back through its worker's list.
+struct SharedLease {
+    finished: Arc<Finished>,
+    host: Arc<str>,
+    id: String,
+}
+
+impl Lease for SharedLease {
+    fn release(&mut self, succeeded: bool) {
+        let id = std::mem::take(&mut self.id);
+        self.finished
+            .put(&self.host, vec![id], u32::from(succeeded));
+    }
+}
+
+/// The local queue's settings: the process's pacing without its spacing or back-off
+/// (the store applies those).
+fn queue_settings(settings: &PacingSettings) -> PacingSettings {
+    PacingSettings {
+        default_delay: Duration::ZERO,
+        backoff: BackoffSettings {
+            on_errors: false,
+            ..settings.backoff
+        },
+        ..settings.clone()
+    }
+}
+
+impl FleetPacer {
+    /// A pacer over `store` for a process of `workers` workers.
+    pub fn new(
+        store: Arc<Store>,
+        settings: &PacingSettings,
+        lease_ttl: Duration,
+        on_error: OnStoreError,
+        workers: usize,
+    ) -> FleetPacer {
+        FleetPacer {
+            store,
+            queue: Pacer::new(queue_settings(settings)),
+            lease_ttl,
+            on_error,
+            finished: (0..workers.max(1))
+                .map(|_| Arc::new(Finished::default()))
+                .collect(),
+            prefix: format!("{:08x}", rand_u32()),
+            next_lease: AtomicU64::new(0),
+        }
+    }
+
+    /// New pacing settings (a reload): the local queue follows.
+    pub fn reconfigure(&self, settings: &PacingSettings) {
+        self.queue.reconfigure(queue_settings(settings));
+    }
+
+    /// Waits for this request's turn at `host` across the fleet; `local` is the
+    /// process's own pacer, whose settings apply and which paces alone when the store
+    /// cannot be used (`on_store_error = "local"`).
+    ///
+    /// Cancel-safe: dropping the future gives up the local place, and a lease already
+    /// taken is given back.
+    ///
+    /// # Errors
+    ///
+    /// [`FleetRefusal`]: the wait is too long, or the store is unavailable and the
+    /// process refuses rather than pace alone.
+    pub async fn admit(
+        &self,
+        local: &Pacer,
+        host: &str,
+        delay: Duration,
+    ) -> Result<PacePermit, FleetRefusal> {
+        if !self.store.is_up() {
+            return self.fallback(local, host, delay, &StoreError::Down).await;
+        }
+        let settings = local.settings();
+        let spacing = delay.max(settings.default_delay);
+        let deadline = Instant::now() + settings.max_wait;
+        let queued = self
+            .queue
+            .admit(host, Duration::ZERO)
+            .await
+            .map_err(FleetRefusal::Pace)?;
+        let finished = self.finished_here();
+        let host_key: Arc<str> = Arc::from(host);
+        let id = format!(
+            "{}-{}",
+            self.prefix,
+            self.next_lease.fetch_add(1, Ordering::Relaxed)
+        );
+        loop {
+            let done = finished.take(host);
+            let now = Instant::now();
+            let (returned, successes) = (done.ids.clone(), done.successes);
+            let args = AdmitArgs {
+                host,
+                delay: spacing,
+                max_per_host: settings.max_per_host.get(),
+                lease_ttl: self.lease_ttl,
+                max_wait: deadline.saturating_duration_since(now),
+                id: &id,
+                successes,
+                backoff: &settings.backoff,
+                idle: settings.idle_host_ttl,
+                returned: done.ids,
+            };
+            let reply = self.store.call(|conn| args.invoke(conn)).await;
+            let (verdict, wait_ms, cause) = match reply {
+                Ok(reply) => reply,
+                Err(error) => {
+                    finished.put(&host_key, returned, successes);
+                    drop(queued);
+                    return self.fallback(local, host, delay, &error).await;
+                }
+            };
+            let wait = Duration::from_millis(wait_ms);
+            let cause = BackoffCause::from_word(&cause);
+            match verdict.as_str() {
+                "ok" => {
+                    let permit = queued.with_lease(Box::new(SharedLease {
+                        finished: finished.clone(),
+                        host: host_key,
+                        id,
+                    }));
+                    if !wait.is_zero() {
+                        tokio::time::sleep(wait).await;
+                    }
+                    return Ok(permit);
+                }
+                "reject" => return Err(FleetRefusal::Pace(PaceRejected::after(wait, cause))),
+                "full" => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Err(FleetRefusal::Pace(PaceRejected::after(
+                            spacing.max(wait),
+                            cause,
+                        )));
+                    }
+                    tokio::time::sleep(wait.min(FULL_POLL).min(left)).await;
+                }
+                other => {
+                    let error = StoreError::Reply(other.to_owned());
+                    drop(queued);
+                    return self.fallback(local, host, delay, &error).await;
+                }
+            }
+        }
+    }
+
+    async fn fallback(
+        &self,
+        local: &Pacer,
+        host: &str,
+        delay: Duration,
+        why: &StoreError,
+    ) -> Result<PacePermit, FleetRefusal> {
+        self.store.fell_back(why);
+        match self.on_error {
+            OnStoreError::Local => local.admit(host, delay).await.map_err(FleetRefusal::Pace),
+            OnStoreError::Refuse => Err(FleetRefusal::StoreUnavailable),
+        }
+    }
+
+    /// This worker's list of finished leases, with its background flusher started.
+    fn finished_here(&self) -> Arc<Finished> {
+        let finished = &self.finished[crate::worker::current() % self.finished.len()];
+        if !finished.flusher.swap(true, Ordering::Relaxed) {
+            tokio::spawn(flush(self.store.clone(), finished.clone()));
+        }
+        finished.clone()
+    }
+}
+
+/// Gives back, in the background, the leases no admission carried within
+/// [`FLUSH_AFTER`]: one script call per host, sent together.
+async fn flush(store: Arc<Store>, finished: Arc<Finished>) {
+    loop {
+        finished.wake.notified().await;
+        tokio::time::sleep(FLUSH_AFTER).await;
+        let batch = finished.drain();
+        if batch.is_empty() || !store.is_up() {
+            // Down: the leases expire by themselves after lease_ttl.
+            continue;
+        }
+        let mut calls = tokio::task::JoinSet::new();
+        for (host, done) in batch {
+            let store = store.clone();
+            calls.spawn(async move {
+                let _ = store
+                    .call(|mut conn| async move {
+                        let mut call = scripts::RELEASE.prepare_invoke();
+                        call.key(scripts::pace_key(&host))
+                            .key(scripts::leases_key(&host))
+                            .arg(done.successes)
+                            .arg(ms(Duration::from_secs(1)));
+                        for id in &done.ids {
+                            call.arg(id);
+                        }
+                        call.invoke_async::<i64>(&mut conn)
+                            .await
+                            .map_err(StoreError::from)
+                    })
+                    .await;
+            });
+        }
+        while calls.join_next().await.is_some() {}
+    }
+}
+
+/// The arguments of one [`scripts::ADMIT`] call.
+struct AdmitArgs<'a> {
+    host: &'a str,
+    delay: Duration,
+    max_per_host: usize,
+    lease_ttl: Duration,
+    max_wait: Duration,
+    id: &'a str,
+    successes: u32,
+    backoff: &'a BackoffSettings,
+    idle: Duration,
+    returned: Vec<String>,
+}
+
+impl AdmitArgs<'_> {
+    async fn invoke(
+        self,
+        mut conn: redis::aio::ConnectionManager,
+    ) -> Result<(String, u64, String), StoreError> {
+        let mut call = scripts::ADMIT.prepare_invoke();
+        call.key(scripts::pace_key(self.host))
+            .key(scripts::leases_key(self.host))
+            .arg(ms(self.delay))
+            .arg(self.max_per_host)
+            .arg(ms(self.lease_ttl))
+            .arg(ms(self.max_wait))
+            .arg(self.id)
+            .arg(self.successes)
+            .arg(ms(self.backoff.first_delay))
+            .arg(ms(self.backoff.max_backoff))
+            .arg(ms(self.idle));
+        for id in &self.returned {
+            call.arg(id);
+        }
+        Ok(call.invoke_async(&mut conn).await?)
+    }
+}
+
+/// Reports the site's back-off to the store, in the background, so every process of
+/// the fleet slows down.
+pub struct SharedBackoff {
+    store: Arc<Store>,
+}
+
+impl SharedBackoff {
+    /// Reports to `store`.
+    pub fn new(store: Arc<Store>) -> SharedBackoff {
+        SharedBackoff { store }
+    }
+
+    fn send(
+        &self,
+        host: &str,
+        kind: &'static str,
+        wait: Duration,
+        cause: BackoffCause,
+        s: &BackoffSettings,
+    ) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let store = self.store.clone();
+        let host = host.to_owned();
+        let (cap, first) = (ms(s.max_backoff), ms(s.first_delay));
+        runtime.spawn(async move {
+            let sent = store
+                .call(|mut conn| async move {
+                    scripts::BACKOFF
+                        .key(scripts::pace_key(&host))
+                        .arg(kind)
+                        .arg(ms(wait))
+                        .arg(cap)
+                        .arg(first)
+                        .arg(cause.word())
+                        .arg(ms(IDLE_KEEP))
+                        .invoke_async::<i64>(&mut conn)
+                        .await
+                        .map_err(StoreError::from)
+                })
+                .await;
+            if let Err(error) = sent {
+                tracing::debug!(%error, "the site's back-off could not be shared");
+            }
+        });
+    }
+}
+
+impl BackoffSink for SharedBackoff {
+    fn pause(&self, host: &str, wait: Duration, cause: BackoffCause, settings: &BackoffSettings) {
+        self.send(host, "pause", wait, cause, settings);
+    }
+
+    fn failed(&self, host: &str, cause: BackoffCause, settings: &BackoffSettings) {
+        self.send(host, "fail", Duration::ZERO, cause, settings);
+    }
+}
+
+/// A random-enough lease id prefix: the hash of the process id and the time, through
+/// std's randomly keyed hasher.
+fn rand_u32() -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u32(std::process::id());
+    if let Ok(now) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+        hasher.write_u128(now.as_nanos());
+    }
+    hasher.finish() as u32
+}
