@@ -58,7 +58,6 @@ impl Fleet {
             &local.settings(),
             config.lease_ttl,
             config.on_store_error,
-            workers,
         );
         local.report_backoff_to(Arc::new(SharedBackoff::new(store.clone())));
         let lock_ttl = robots.settings().fetch_timeout * 2 + Duration::from_secs(1);

@@ -15,8 +15,8 @@
 //!
 //! # Giving leases back
 //!
-//! A finished request does not wait on the store: its lease id goes into its worker's
-//! list of finished leases, and the next admission to the same host from that worker
+//! A finished request does not wait on the store: its lease id goes into the process's
+//! list of finished leases, and the next admission to the same host from any worker
 //! carries it (piggybacked on the one round trip that admission makes anyway). Leases no
 //! admission took within [`FLUSH_AFTER`] are given back by a background batch, one
 //! script call per host, sent together on the worker's multiplexed connection. A process
@@ -64,17 +64,21 @@ pub struct FleetPacer {
     queue: Pacer,
     lease_ttl: Duration,
     on_error: OnStoreError,
-    /// Finished leases, per worker.
-    finished: Box<[Arc<Finished>]>,
+    /// Finished leases, for the whole process: any worker's next admission to the
+    /// host carries them.
+    finished: Arc<Finished>,
     /// Lease ids: this process's random prefix and a counter.
     prefix: String,
     next_lease: AtomicU64,
 }
 
-/// One worker's finished leases, per host, waiting to be given back.
+/// The process's finished leases, per host, waiting to be given back.
 #[derive(Default)]
 struct Finished {
     hosts: Mutex<HashMap<Arc<str>, Done>>,
+    /// `first_delay` of the back-off settings in force, in ms: where a halved extra
+    /// delay stops (the release script needs it as the admission script does).
+    first_delay_ms: AtomicU64,
     wake: Notify,
     flusher: AtomicBool,
 }
@@ -149,22 +153,19 @@ fn queue_settings(settings: &PacingSettings) -> PacingSettings {
 }
 
 impl FleetPacer {
-    /// A pacer over `store` for a process of `workers` workers.
+    /// A pacer over `store`.
     pub fn new(
         store: Arc<Store>,
         settings: &PacingSettings,
         lease_ttl: Duration,
         on_error: OnStoreError,
-        workers: usize,
     ) -> FleetPacer {
         FleetPacer {
             store,
             queue: Pacer::new(queue_settings(settings)),
             lease_ttl,
             on_error,
-            finished: (0..workers.max(1))
-                .map(|_| Arc::new(Finished::default()))
-                .collect(),
+            finished: Arc::new(Finished::default()),
             prefix: format!("{:08x}", rand_u32()),
             next_lease: AtomicU64::new(0),
         }
@@ -204,6 +205,9 @@ impl FleetPacer {
             .await
             .map_err(FleetRefusal::Pace)?;
         let finished = self.finished_here();
+        finished
+            .first_delay_ms
+            .store(ms(settings.backoff.first_delay), Ordering::Relaxed);
         let host_key: Arc<str> = Arc::from(host);
         let id = format!(
             "{}-{}",
@@ -283,9 +287,10 @@ impl FleetPacer {
         }
     }
 
-    /// This worker's list of finished leases, with its background flusher started.
+    /// The list of finished leases, with its background flusher started (on the
+    /// runtime of the first worker that admits a request).
     fn finished_here(&self) -> Arc<Finished> {
-        let finished = &self.finished[crate::worker::current() % self.finished.len()];
+        let finished = &self.finished;
         if !finished.flusher.swap(true, Ordering::Relaxed) {
             tokio::spawn(flush(self.store.clone(), finished.clone()));
         }
@@ -304,6 +309,7 @@ async fn flush(store: Arc<Store>, finished: Arc<Finished>) {
             // Down: the leases expire by themselves after lease_ttl.
             continue;
         }
+        let first_delay = finished.first_delay_ms.load(Ordering::Relaxed);
         let mut calls = tokio::task::JoinSet::new();
         for (host, done) in batch {
             let store = store.clone();
@@ -314,7 +320,7 @@ async fn flush(store: Arc<Store>, finished: Arc<Finished>) {
                         call.key(scripts::pace_key(&host))
                             .key(scripts::leases_key(&host))
                             .arg(done.successes)
-                            .arg(ms(Duration::from_secs(1)));
+                            .arg(first_delay);
                         for id in &done.ids {
                             call.arg(id);
                         }
