@@ -102,6 +102,8 @@ pub struct StartupProxy {
     pub max_connections: NonZeroUsize,
     /// `proxy.workers`.
     pub workers: usize,
+    /// `proxy.proxy_protocol`: what the listener reads first on every connection.
+    pub proxy_protocol: bool,
 }
 
 impl Config {
@@ -112,6 +114,7 @@ impl Config {
                 listen: self.proxy.listen,
                 max_connections: self.proxy.max_connections,
                 workers: self.proxy.workers,
+                proxy_protocol: self.proxy.proxy_protocol,
             },
             admin: self.admin.clone(),
             log: self.log.clone(),
@@ -214,6 +217,12 @@ pub struct ProxyConfig {
     /// and upstream connection pools, so a request is handled on one thread from accept
     /// to answer. 0 (the default) starts one per CPU core.
     pub workers: usize,
+    /// Every connection starts with a PROXY protocol header (v1 or v2), as a load balancer
+    /// such as HAProxy (`send-proxy-v2`) writes it: its source address is the client's
+    /// for `allow_clients`, profiles and logs. A connection without a valid header is
+    /// closed. Only the load balancer must be able to reach the listener then: whoever can
+    /// connect can claim any address. Default false.
+    pub proxy_protocol: bool,
 }
 
 impl Default for ProxyConfig {
@@ -239,6 +248,7 @@ impl Default for ProxyConfig {
             max_path_repeats: 3,
             drain_timeout: Duration::from_secs(30),
             workers: 0,
+            proxy_protocol: false,
         }
     }
 }
@@ -1161,7 +1171,7 @@ mod tests {
             .values()
             .map(|section| section.as_table().map_or(0, |t| t.len()))
             .sum();
-        assert_eq!(count, 14 + 5 + 11 + 10 + 5 + 1 + 4 + 2);
+        assert_eq!(count, 15 + 5 + 11 + 10 + 5 + 1 + 4 + 2);
         assert!(text.contains("# robot_name = "));
     }
 

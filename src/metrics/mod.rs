@@ -115,6 +115,11 @@ impl EncodeLabelValue for ConnectionKind {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct RejectedLabels {
+    reason: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct ConnectionLabels {
     kind: ConnectionKind,
 }
@@ -260,6 +265,7 @@ pub struct Metrics {
     usage_refused: Family<ProfileLabels, Counter>,
     open_connections: Family<ConnectionLabels, Gauge>,
     connections: Family<ConnectionLabels, Counter>,
+    proxy_protocol_rejected: Family<RejectedLabels, Counter>,
     activity: Mutex<Activity>,
     started: Instant,
     sources: ScrapeSources,
@@ -372,6 +378,13 @@ impl Metrics {
             let _ = open_connections.get_or_create_owned(&labels);
             let _ = connections.get_or_create_owned(&labels);
         }
+        let proxy_protocol_rejected = Family::<RejectedLabels, Counter>::default();
+        registry.register(
+            "proxy_protocol_rejected",
+            "Connections closed because they did not start with a valid PROXY protocol \
+             header (proxy.proxy_protocol), by reason: missing, malformed, truncated, timeout",
+            proxy_protocol_rejected.clone(),
+        );
         registry.register_collector(Box::new(SourceCollector(sources.clone())));
         Metrics {
             registry,
@@ -383,6 +396,7 @@ impl Metrics {
             usage_refused,
             open_connections,
             connections,
+            proxy_protocol_rejected,
             activity: Mutex::new(Activity {
                 hosts: LruCache::new(NonZeroUsize::new(HOST_CAPACITY).unwrap_or(NonZeroUsize::MIN)),
                 denials: VecDeque::with_capacity(DENIAL_CAPACITY),
@@ -491,6 +505,14 @@ impl Metrics {
     /// Counts the time a request waited for its pacing slot.
     pub fn pacing_wait(&self, waited: Duration) {
         self.pacing_wait.observe(waited.as_secs_f64());
+    }
+
+    /// Counts a connection closed for want of a valid PROXY protocol header;
+    /// `reason` is one of a few fixed words.
+    pub fn proxy_protocol_rejected(&self, reason: &'static str) {
+        self.proxy_protocol_rejected
+            .get_or_create(&RejectedLabels { reason })
+            .inc();
     }
 
     /// Counts a connection as open until the returned guard is dropped.
