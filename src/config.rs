@@ -104,6 +104,8 @@ pub struct StartupProxy {
     pub workers: usize,
     /// `proxy.proxy_protocol`: what the listener reads first on every connection.
     pub proxy_protocol: bool,
+    /// `proxy.max_idle_upstream`: the pools are built once.
+    pub max_idle_upstream: NonZeroUsize,
 }
 
 impl Config {
@@ -115,6 +117,7 @@ impl Config {
                 max_connections: self.proxy.max_connections,
                 workers: self.proxy.workers,
                 proxy_protocol: self.proxy.proxy_protocol,
+                max_idle_upstream: self.proxy.max_idle_upstream,
             },
             admin: self.admin.clone(),
             log: self.log.clone(),
@@ -223,6 +226,12 @@ pub struct ProxyConfig {
     /// closed. Only the load balancer must be able to reach the listener then: whoever can
     /// connect can claim any address. Default false.
     pub proxy_protocol: bool,
+    /// Upstream connections kept open for reuse, in all, across every origin and worker
+    /// (idle HTTP/1.1 ones and shared HTTP/2 ones); past it the one unused longest is
+    /// closed. Split evenly between the workers (at least one each). Bounds the sockets and
+    /// buffers a crawl across many origins holds. Default 1024.
+    #[serde(deserialize_with = "de::at_least_one")]
+    pub max_idle_upstream: NonZeroUsize,
 }
 
 impl Default for ProxyConfig {
@@ -249,6 +258,7 @@ impl Default for ProxyConfig {
             drain_timeout: Duration::from_secs(30),
             workers: 0,
             proxy_protocol: false,
+            max_idle_upstream: const { nonzero_usize(1024) },
         }
     }
 }
@@ -1171,7 +1181,7 @@ mod tests {
             .values()
             .map(|section| section.as_table().map_or(0, |t| t.len()))
             .sum();
-        assert_eq!(count, 15 + 5 + 11 + 10 + 5 + 1 + 4 + 2);
+        assert_eq!(count, 16 + 5 + 11 + 10 + 5 + 1 + 4 + 2);
         assert!(text.contains("# robot_name = "));
     }
 

@@ -11,7 +11,8 @@
 //!   [`Metrics::connection_opened`] when a connection starts.
 //! - **Read at scrape time** from the parts that already count for
 //!   themselves: the robots.txt cache ([`RobotsCache::stats`]), the pacer
-//!   ([`Pacer::tracked_hosts`]) and the leaf minter
+//!   ([`Pacer::tracked_hosts`]), the upstream pools
+//!   ([`UpstreamPools::held`]) and the leaf minter
 //!   ([`LeafMinter::minted_count`]). A [`Collector`] copies them into the
 //!   exposition, so there is one source of truth and nothing to keep in sync.
 //!
@@ -48,6 +49,7 @@ use crate::fetch::RobotsCache;
 use crate::outcome::{Class, Finished, Reason};
 use crate::policy::Pacer;
 use crate::tls::LeafMinter;
+use crate::upstream::UpstreamPools;
 use timeline::{MinuteCounts, Series, Timeline};
 
 /// Hosts remembered for the status page; the least recently active is
@@ -81,6 +83,8 @@ pub struct ScrapeSources {
     pub robots: RobotsCache,
     /// The pacer (hosts with pacing state).
     pub pacer: Pacer,
+    /// The upstream pools (connections held for reuse).
+    pub upstream: UpstreamPools,
     /// The leaf minter in force, in intercept mode (certificates minted and
     /// cached); shared with the services, which swap it when a reload names
     /// another CA or mode.
@@ -726,6 +730,13 @@ impl Collector for SourceCollector {
             let labels = [("cause", cause.word())];
             ConstCounter::new(value).encode(family.encode_family(&labels)?)?;
         }
+        gauge(
+            &mut encoder,
+            "upstream_idle_connections",
+            "Upstream connections held for reuse now, idle HTTP/1.1 and shared HTTP/2, in all \
+             workers (at most proxy.max_idle_upstream)",
+            self.0.upstream.held(),
+        )?;
         let (minted, cached) = self
             .0
             .minter
@@ -808,6 +819,7 @@ mod tests {
             connect_timeout: Duration::from_secs(1),
             pool_idle_timeout: Duration::from_secs(1),
             extra_roots: Vec::new(),
+            max_idle: std::num::NonZeroUsize::new(1024).expect("non-zero"),
         })
         .expect("client");
         let pacer = Pacer::new(crate::policy::PacingSettings {
@@ -820,13 +832,14 @@ mod tests {
         });
         let settings = crate::fetch::FetchSettings::from_config(&config).expect("settings");
         let robots = RobotsCache::new(crate::fetch::RobotsFetcher::new(
-            client,
+            client.clone(),
             pacer.clone(),
             settings,
         ));
         Metrics::new(ScrapeSources {
             robots,
             pacer,
+            upstream: client,
             minter: Arc::new(ArcSwapOption::empty()),
         })
     }

@@ -144,6 +144,7 @@ impl Services {
         let metrics = Arc::new(Metrics::new(ScrapeSources {
             robots: robots.clone(),
             pacer: pacer.clone(),
+            upstream: upstream.clone(),
             minter: current.clone(),
         }));
         Ok(Services {
