@@ -121,6 +121,10 @@ pub struct StartupProxy {
     pub max_connections: NonZeroUsize,
     /// `proxy.workers`.
     pub workers: usize,
+    /// `proxy.proxy_protocol`: what the listener reads first on every connection.
+    pub proxy_protocol: bool,
+    /// `proxy.max_idle_upstream`: the pools are built once.
+    pub max_idle_upstream: NonZeroUsize,
 }
 
 impl Config {
@@ -131,6 +135,8 @@ impl Config {
                 listen: self.proxy.listen,
                 max_connections: self.proxy.max_connections,
                 workers: self.proxy.workers,
+                proxy_protocol: self.proxy.proxy_protocol,
+                max_idle_upstream: self.proxy.max_idle_upstream,
             },
             admin: self.admin.clone(),
             log: self.log.clone(),
@@ -247,6 +253,18 @@ pub struct ProxyConfig {
     /// and upstream connection pools, so a request is handled on one thread from accept
     /// to answer. 0 (the default) starts one per CPU core.
     pub workers: usize,
+    /// Every connection starts with a PROXY protocol header (v1 or v2), as a load balancer
+    /// such as HAProxy (`send-proxy-v2`) writes it: its source address is the client's
+    /// for `allow_clients`, profiles and logs. A connection without a valid header is
+    /// closed. Only the load balancer must be able to reach the listener then: whoever can
+    /// connect can claim any address. Default false.
+    pub proxy_protocol: bool,
+    /// Upstream connections kept open for reuse, in all, across every origin and worker
+    /// (idle HTTP/1.1 ones and shared HTTP/2 ones); past it the one unused longest is
+    /// closed. Split evenly between the workers (at least one each). Bounds the sockets and
+    /// buffers a crawl across many origins holds. Default 1024.
+    #[serde(deserialize_with = "de::at_least_one")]
+    pub max_idle_upstream: NonZeroUsize,
 }
 
 impl Default for ProxyConfig {
@@ -272,6 +290,8 @@ impl Default for ProxyConfig {
             max_path_repeats: 3,
             drain_timeout: Duration::from_secs(30),
             workers: 0,
+            proxy_protocol: false,
+            max_idle_upstream: const { nonzero_usize(1024) },
         }
     }
 }
@@ -1256,7 +1276,7 @@ mod tests {
             .values()
             .map(|section| section.as_table().map_or(0, |t| t.len()))
             .sum();
-        assert_eq!(count, 14 + 5 + 11 + 10 + 5 + 1 + 4 + 2);
+        assert_eq!(count, 16 + 5 + 11 + 10 + 5 + 1 + 4 + 2);
         assert!(text.contains("# robot_name = "));
         // Optional sections are written out commented: [signing] and [fleet] (4 keys).
         for key in ["store", "on_store_error", "store_timeout", "lease_ttl"] {

@@ -4,6 +4,7 @@
 pub mod admin;
 pub mod check;
 pub mod config;
+pub mod fd_limit;
 pub mod fetch;
 pub mod fleet;
 pub mod metrics;

@@ -239,6 +239,9 @@ fn serve(config_path: &std::path::Path) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Before any socket is opened: the connection caps need more
+    // descriptors than the usual soft limit.
+    robots_guard::fd_limit::raise_and_check(&config);
     // The control runtime: admin listener, signals, reloads and the drain.
     // Clients are served on the proxy's own worker threads (`Server::run`).
     let Some(runtime) = control_runtime() else {

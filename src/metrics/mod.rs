@@ -11,7 +11,8 @@
 //!   [`Metrics::connection_opened`] when a connection starts.
 //! - **Read at scrape time** from the parts that already count for
 //!   themselves: the robots.txt cache ([`RobotsCache::stats`]), the pacer
-//!   ([`Pacer::tracked_hosts`]) and the leaf minter
+//!   ([`Pacer::tracked_hosts`]), the upstream pools
+//!   ([`UpstreamPools::held`]) and the leaf minter
 //!   ([`LeafMinter::minted_count`]). A [`Collector`] copies them into the
 //!   exposition, so there is one source of truth and nothing to keep in sync.
 //!
@@ -48,6 +49,7 @@ use crate::fetch::RobotsCache;
 use crate::outcome::{Class, Finished, Reason};
 use crate::policy::Pacer;
 use crate::tls::LeafMinter;
+use crate::upstream::UpstreamPools;
 use timeline::{MinuteCounts, Series, Timeline};
 
 /// Hosts remembered for the status page; the least recently active is
@@ -81,6 +83,8 @@ pub struct ScrapeSources {
     pub robots: RobotsCache,
     /// The pacer (hosts with pacing state).
     pub pacer: Pacer,
+    /// The upstream pools (connections held for reuse).
+    pub upstream: UpstreamPools,
     /// The leaf minter in force, in intercept mode (certificates minted and
     /// cached); shared with the services, which swap it when a reload names
     /// another CA or mode.
@@ -114,6 +118,11 @@ impl EncodeLabelValue for ConnectionKind {
     fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), fmt::Error> {
         encoder.write_str(self.as_str())
     }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct RejectedLabels {
+    reason: &'static str,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -262,6 +271,7 @@ pub struct Metrics {
     usage_refused: Family<ProfileLabels, Counter>,
     open_connections: Family<ConnectionLabels, Gauge>,
     connections: Family<ConnectionLabels, Counter>,
+    proxy_protocol_rejected: Family<RejectedLabels, Counter>,
     activity: Mutex<Activity>,
     started: Instant,
     sources: ScrapeSources,
@@ -374,6 +384,13 @@ impl Metrics {
             let _ = open_connections.get_or_create_owned(&labels);
             let _ = connections.get_or_create_owned(&labels);
         }
+        let proxy_protocol_rejected = Family::<RejectedLabels, Counter>::default();
+        registry.register(
+            "proxy_protocol_rejected",
+            "Connections closed because they did not start with a valid PROXY protocol \
+             header (proxy.proxy_protocol), by reason: missing, malformed, truncated, timeout",
+            proxy_protocol_rejected.clone(),
+        );
         registry.register_collector(Box::new(SourceCollector(sources.clone())));
         Metrics {
             registry,
@@ -385,6 +402,7 @@ impl Metrics {
             usage_refused,
             open_connections,
             connections,
+            proxy_protocol_rejected,
             activity: Mutex::new(Activity {
                 hosts: LruCache::new(NonZeroUsize::new(HOST_CAPACITY).unwrap_or(NonZeroUsize::MIN)),
                 denials: VecDeque::with_capacity(DENIAL_CAPACITY),
@@ -493,6 +511,14 @@ impl Metrics {
     /// Counts the time a request waited for its pacing slot.
     pub fn pacing_wait(&self, waited: Duration) {
         self.pacing_wait.observe(waited.as_secs_f64());
+    }
+
+    /// Counts a connection closed for want of a valid PROXY protocol header;
+    /// `reason` is one of a few fixed words.
+    pub fn proxy_protocol_rejected(&self, reason: &'static str) {
+        self.proxy_protocol_rejected
+            .get_or_create(&RejectedLabels { reason })
+            .inc();
     }
 
     /// Counts a connection as open until the returned guard is dropped.
@@ -706,6 +732,13 @@ impl Collector for SourceCollector {
             let labels = [("cause", cause.word())];
             ConstCounter::new(value).encode(family.encode_family(&labels)?)?;
         }
+        gauge(
+            &mut encoder,
+            "upstream_idle_connections",
+            "Upstream connections held for reuse now, idle HTTP/1.1 and shared HTTP/2, in all \
+             workers (at most proxy.max_idle_upstream)",
+            self.0.upstream.held(),
+        )?;
         let (minted, cached) = self
             .0
             .minter
@@ -816,6 +849,7 @@ mod tests {
             connect_timeout: Duration::from_secs(1),
             pool_idle_timeout: Duration::from_secs(1),
             extra_roots: Vec::new(),
+            max_idle: std::num::NonZeroUsize::new(1024).expect("non-zero"),
         })
         .expect("client");
         let pacer = Pacer::new(crate::policy::PacingSettings {
@@ -828,13 +862,14 @@ mod tests {
         });
         let settings = crate::fetch::FetchSettings::from_config(&config).expect("settings");
         let robots = RobotsCache::new(crate::fetch::RobotsFetcher::new(
-            client,
+            client.clone(),
             pacer.clone(),
             settings,
         ));
         Metrics::new(ScrapeSources {
             robots,
             pacer,
+            upstream: client,
             minter: Arc::new(ArcSwapOption::empty()),
             fleet: None,
         })

@@ -10,13 +10,17 @@
 //! would cost a cross-thread wake-up. The price: each worker opens its own
 //! connections to an origin, and a long-lived connection stays on the worker
 //! that took it.
+//!
+//! With `proxy.proxy_protocol` on, each connection's PROXY protocol header
+//! is read first, in the connection's task ([`proxy_protocol`]): the client
+//! it names is the one checked against `allow_clients` and served.
 
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 
@@ -24,8 +28,10 @@ use super::connection;
 use super::exchange::{Conn, Entry};
 use super::finish;
 use super::idle::Activity;
+use super::proxy_protocol::{self, Rejections};
 use super::reload::Live;
 use super::response::Answer;
+use super::rewind::Rewind;
 use super::{finished, reached, ConnectionScope, Phase};
 use crate::metrics::ConnectionKind;
 
@@ -36,6 +42,8 @@ pub(super) struct Acceptor {
     pub(super) live: Live,
     pub(super) connections: Arc<Semaphore>,
     pub(super) phase: watch::Receiver<Phase>,
+    /// `proxy.proxy_protocol`, and the log of connections refused for it.
+    pub(super) proxy_protocol: Option<Arc<Rejections>>,
 }
 
 impl Acceptor {
@@ -139,41 +147,70 @@ impl Acceptor {
         }
     }
 
-    /// Serves one accepted connection in a task of this worker.
-    fn serve(&self, stream: TcpStream, client: SocketAddr, slot: OwnedSemaphorePermit) {
+    /// Serves one accepted connection, from `peer`, in a task of this worker.
+    fn serve(&self, stream: TcpStream, peer: SocketAddr, slot: OwnedSemaphorePermit) {
         let scope = ConnectionScope {
             _slot: Arc::new(slot),
             phase: self.phase.clone(),
             live: self.live.clone(),
         };
-        // Connection settings come from the settings at accept time, so a
-        // reload applies to connections opened after it.
-        if !self.live.settings().client_allowed(client) {
-            tokio::spawn(refuse_client(stream, client, scope));
-            return;
-        }
         let _ = stream.set_nodelay(true);
-        let open = self
-            .live
-            .services()
-            .metrics
-            .connection_opened(ConnectionKind::Client);
-        let conn = Arc::new(Conn {
-            client,
-            entry: Entry::Listener,
-            activity: Activity::new(),
-            scope,
-        });
+        let Some(rejections) = &self.proxy_protocol else {
+            serve_client(Rewind::new(stream), peer, scope);
+            return;
+        };
+        let rejections = rejections.clone();
+        // Connection settings come from the settings at accept time.
+        let timeout = self.live.settings().timeouts.head;
         tokio::spawn(async move {
-            let _open = open;
-            connection::serve(stream, conn, false).await;
+            match proxy_protocol::read_header(stream, peer, timeout).await {
+                Ok((client, io)) => serve_client(io, client, scope),
+                Err(rejected) => {
+                    rejections.note(peer, &rejected);
+                    scope
+                        .live()
+                        .services()
+                        .metrics
+                        .proxy_protocol_rejected(rejected.word());
+                }
+            }
         });
     }
 }
 
+/// Serves `client`'s connection `io` in a task of its own, or refuses it
+/// when the client is outside `allow_clients`.
+fn serve_client(io: Rewind<TcpStream>, client: SocketAddr, scope: ConnectionScope) {
+    // Connection settings come from the settings at accept time, so a
+    // reload applies to connections opened after it.
+    if !scope.live().settings().client_allowed(client) {
+        tokio::spawn(refuse_client(io, client, scope));
+        return;
+    }
+    let open = scope
+        .live()
+        .services()
+        .metrics
+        .connection_opened(ConnectionKind::Client);
+    let conn = Arc::new(Conn {
+        client,
+        entry: Entry::Listener,
+        activity: Activity::new(),
+        scope,
+    });
+    tokio::spawn(async move {
+        let _open = open;
+        connection::serve(io, conn, false).await;
+    });
+}
+
 /// Tells a client outside `allow_clients` why, logs and counts it, then
 /// closes. Nothing of what it sends is read.
-async fn refuse_client(mut stream: TcpStream, client: SocketAddr, scope: ConnectionScope) {
+async fn refuse_client<T: AsyncWrite + Unpin>(
+    mut stream: T,
+    client: SocketAddr,
+    scope: ConnectionScope,
+) {
     let answer = Answer::ClientNotAllowed;
     finish::refused_connection(&scope.live, client, &answer);
     let _ = stream.write_all(&answer.to_http1_bytes()).await;

@@ -2,6 +2,8 @@
 //!
 //! - [`listener`]: worker threads accepting from the listening socket, the
 //!   connection cap and the client check;
+//!   ([`proxy_protocol`]: the PROXY protocol header a load balancer sends
+//!   first, [`rewind`]: the bytes read past it, put back);
 //! - [`connection`]: one HTTP connection served through the pipeline;
 //! - [`pipeline`]: the phases in their order, then one `finish`;
 //!   [`phases`] holds one file per phase, [`endings`] the ways a request
@@ -51,8 +53,10 @@ mod idle;
 mod listener;
 mod phases;
 mod pipeline;
+mod proxy_protocol;
 pub mod reload;
 pub mod response;
+mod rewind;
 pub mod services;
 pub mod settings;
 
@@ -104,6 +108,8 @@ pub struct Server {
     connections: Arc<Semaphore>,
     max_connections: usize,
     workers: NonZeroUsize,
+    /// `proxy.proxy_protocol`.
+    proxy_protocol: bool,
 }
 
 /// Where the server is in its life, as connections see it. Ordered: each
@@ -185,6 +191,7 @@ impl Server {
             connections: Arc::new(Semaphore::new(config.proxy.max_connections.get())),
             max_connections: config.proxy.max_connections.get(),
             workers,
+            proxy_protocol: config.proxy.proxy_protocol,
         })
     }
 
@@ -233,6 +240,7 @@ impl Server {
             connections,
             max_connections,
             workers,
+            proxy_protocol,
         } = self;
         let listener = match listener.into_std() {
             Ok(listener) => listener,
@@ -245,6 +253,7 @@ impl Server {
             live: live.clone(),
             connections: connections.clone(),
             phase: phase_rx,
+            proxy_protocol: proxy_protocol.then(|| Arc::new(proxy_protocol::Rejections::new())),
         };
         let (started, mut running) = shared.start_workers(&listener, workers);
         // The workers hold their own handles on the socket.

@@ -157,6 +157,7 @@ impl Services {
         let metrics = Arc::new(Metrics::new(ScrapeSources {
             robots: robots.clone(),
             pacer: pacer.clone(),
+            upstream: upstream.clone(),
             minter: current.clone(),
             fleet: fleet.as_ref().map(|f| f.store.clone()),
         }));

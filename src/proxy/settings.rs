@@ -192,6 +192,7 @@ impl Settings {
             connect_timeout: config.proxy.upstream_connect_timeout,
             pool_idle_timeout: POOL_IDLE_TIMEOUT,
             extra_roots: config.tls.extra_roots.clone(),
+            max_idle: config.proxy.max_idle_upstream,
         };
         // Read the roots now, so a bad file refuses the configuration.
         crate::upstream::client_tls_config(&upstream.extra_roots)?;

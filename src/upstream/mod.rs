@@ -48,7 +48,7 @@ use pool::Pool;
 
 pub use body::UpstreamBody;
 pub use error::{UpstreamBuildError, UpstreamError};
-pub use pool::{MAX_IDLE_PER_ORIGIN, MAX_IDLE_PER_WORKER};
+pub use pool::MAX_IDLE_PER_ORIGIN;
 pub use tls::client_tls_config;
 
 /// Errors of any body the proxy passes along.
@@ -74,6 +74,9 @@ pub struct UpstreamSettings {
     pub pool_idle_timeout: Duration,
     /// PEM files whose certificates are trusted as roots besides Mozilla's.
     pub extra_roots: Vec<PathBuf>,
+    /// Connections kept for reuse in all, split between the workers' pools
+    /// (`proxy.max_idle_upstream`); read when the pools are built.
+    pub max_idle: NonZeroUsize,
 }
 
 /// Builds one set of pools, shared by every thread, with no destination
@@ -117,8 +120,10 @@ impl UpstreamPools {
     ) -> Result<UpstreamPools, UpstreamBuildError> {
         let tls = client_tls_config(&settings.extra_roots)?;
         let connector = Connector::new(&tls, destinations, settings.connect_timeout);
+        // The total split evenly; a worker keeps at least one.
+        let per_worker = (settings.max_idle.get() / workers.get()).max(1);
         let workers = (0..workers.get())
-            .map(|_| Pool::new(settings.pool_idle_timeout))
+            .map(|_| Pool::new(settings.pool_idle_timeout, per_worker))
             .collect();
         Ok(UpstreamPools {
             workers,
@@ -159,6 +164,13 @@ impl UpstreamPools {
     pub fn workers(&self) -> NonZeroUsize {
         // Never empty: built from a NonZeroUsize.
         NonZeroUsize::new(self.workers.len()).unwrap_or(NonZeroUsize::MIN)
+    }
+
+    /// Connections the pools hold now, idle HTTP/1.1 and shared HTTP/2, in
+    /// all workers: at most `max_idle` (one per worker when that is less
+    /// than the workers).
+    pub fn held(&self) -> usize {
+        self.workers.iter().map(Pool::held).sum()
     }
 
     /// The pool of the worker thread this runs on; a thread that is no

@@ -12,8 +12,9 @@
 //!
 //! Memory stays bounded however many origins are visited:
 //! - at most [`MAX_IDLE_PER_ORIGIN`] idle connections wait per origin;
-//! - at most [`MAX_IDLE_PER_WORKER`] connections are held per worker in all,
-//!   shared HTTP/2 ones included; past that, the one idle longest goes;
+//! - at most `max_held` connections are held per worker in all, shared
+//!   HTTP/2 ones included (`proxy.max_idle_upstream` split between the
+//!   workers); past that, the one idle longest goes;
 //! - a sweeping task closes connections idle for `idle_timeout` (an HTTP/2
 //!   connection counts as idle from its last request or answer) and those
 //!   the origin closed. It runs only while the pool holds any connection.
@@ -35,11 +36,6 @@ use crate::origin::Scheme;
 /// Idle connections kept per origin.
 pub const MAX_IDLE_PER_ORIGIN: usize = 64;
 
-/// Connections kept per worker in all, idle HTTP/1.1 and shared HTTP/2: a
-/// crawl across many origins holds at most this many sockets (and their
-/// buffers) per worker, the ones idle longest closed first.
-pub const MAX_IDLE_PER_WORKER: usize = 1024;
-
 /// The sending half of an HTTP/1.1 connection.
 pub(super) type Http1Sender = http1::SendRequest<OutgoingBody>;
 
@@ -54,6 +50,10 @@ pub(super) struct Pool {
 
 struct Shared {
     idle_timeout: Duration,
+    /// Connections held in all, idle HTTP/1.1 and shared HTTP/2: a crawl
+    /// across many origins holds at most this many sockets (and their
+    /// buffers) per worker, the ones idle longest closed first.
+    max_held: usize,
     held: Mutex<Held>,
 }
 
@@ -64,7 +64,7 @@ struct Held {
     /// key (and allocating) for it.
     by_origin: hashbrown::HashMap<PoolKey, OriginConns>,
     /// Every held connection by its stamp, oldest first: which one goes
-    /// when the worker holds [`MAX_IDLE_PER_WORKER`].
+    /// when the worker holds `max_held`.
     ages: BTreeMap<u64, PoolKey>,
     /// The next stamp: stamps only grow, so their order is the order in
     /// which connections became idle (or an HTTP/2 one was last used).
@@ -159,11 +159,13 @@ pub(super) enum Checkout {
 }
 
 impl Pool {
-    /// An empty pool whose connections close after `idle_timeout` unused.
-    pub(super) fn new(idle_timeout: Duration) -> Pool {
+    /// An empty pool whose connections close after `idle_timeout` unused,
+    /// holding at most `max_held` (at least one).
+    pub(super) fn new(idle_timeout: Duration, max_held: usize) -> Pool {
         Pool {
             shared: Arc::new(Shared {
                 idle_timeout,
+                max_held: max_held.max(1),
                 held: Mutex::new(Held::default()),
             }),
         }
@@ -312,9 +314,9 @@ impl Pool {
     }
 
     /// After a connection was added: drops the ones idle longest past
-    /// [`MAX_IDLE_PER_WORKER`], and starts the sweeper unless it runs.
+    /// `max_held`, and starts the sweeper unless it runs.
     fn settle(&self, mut held: MutexGuard<'_, Held>) {
-        while held.ages.len() > MAX_IDLE_PER_WORKER {
+        while held.ages.len() > self.shared.max_held {
             let Some((stamp, key)) = held.ages.pop_first() else {
                 break;
             };
@@ -369,9 +371,14 @@ impl Pool {
             .is_some_and(|held| held.http2.is_some())
     }
 
-    /// Connections held in all.
-    #[cfg(test)]
+    /// Connections held in all (every one has its stamp in `ages`).
     pub(super) fn held(&self) -> usize {
+        self.shared.lock().ages.len()
+    }
+
+    /// [`Pool::held`], counted origin by origin too.
+    #[cfg(test)]
+    fn held_checked(&self) -> usize {
         let held = self.shared.lock();
         let counted: usize = held
             .by_origin
@@ -457,6 +464,9 @@ impl Drop for ReaperGuard {
 mod tests {
     use super::*;
 
+    /// The cap of the pools these tests build.
+    const MAX_HELD: usize = 1024;
+
     /// An HTTP/1.1 sender over an in-memory pipe, and the task driving its
     /// connection (it ends when the pool drops the sender).
     async fn new_sender() -> (Http1Sender, tokio::task::JoinHandle<()>) {
@@ -477,20 +487,20 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn at_most_max_idle_per_worker_are_held_the_oldest_closed_first() {
-        let pool = Pool::new(Duration::from_secs(30));
+    async fn at_most_max_held_are_held_the_oldest_closed_first() {
+        let pool = Pool::new(Duration::from_secs(30), MAX_HELD);
         let extra = 10;
         let mut tasks = Vec::new();
-        for i in 0..MAX_IDLE_PER_WORKER + extra {
+        for i in 0..MAX_HELD + extra {
             let (sender, task) = new_sender().await;
             pool.check_in_http1(PoolKey::new(Scheme::Http, &authority(i)), sender);
             tasks.push(task);
         }
-        assert_eq!(pool.held(), MAX_IDLE_PER_WORKER);
+        assert_eq!(pool.held_checked(), MAX_HELD);
         for i in 0..extra {
             assert_eq!(pool.idle_count(Scheme::Http, &authority(i)), 0, "{i}");
         }
-        for i in extra..MAX_IDLE_PER_WORKER + extra {
+        for i in extra..MAX_HELD + extra {
             assert_eq!(pool.idle_count(Scheme::Http, &authority(i)), 1, "{i}");
         }
         // Dropped from the pool means closed: their connections' tasks end.
@@ -508,18 +518,18 @@ mod tests {
         let Checkout::Http1 { key, sender, .. } = pool.checkout(Scheme::Http, &taken) else {
             panic!("an idle connection for {taken}");
         };
-        assert_eq!(pool.held(), MAX_IDLE_PER_WORKER - 1);
+        assert_eq!(pool.held_checked(), MAX_HELD - 1);
         pool.check_in_http1(key, sender);
         let (sender, _task) = new_sender().await;
         pool.check_in_http1(PoolKey::new(Scheme::Http, "one-more.test"), sender);
-        assert_eq!(pool.held(), MAX_IDLE_PER_WORKER);
+        assert_eq!(pool.held_checked(), MAX_HELD);
         assert_eq!(pool.idle_count(Scheme::Http, &taken), 1);
         assert_eq!(pool.idle_count(Scheme::Http, &authority(extra + 1)), 0);
     }
 
     #[tokio::test]
     async fn the_scheme_is_part_of_the_key() {
-        let pool = Pool::new(Duration::from_secs(30));
+        let pool = Pool::new(Duration::from_secs(30), MAX_HELD);
         let (sender, _task) = new_sender().await;
         pool.check_in_http1(PoolKey::new(Scheme::Https, "example.test"), sender);
         assert!(matches!(
@@ -530,6 +540,6 @@ mod tests {
             pool.checkout(Scheme::Https, "example.test"),
             Checkout::Http1 { .. }
         ));
-        assert_eq!(pool.held(), 0);
+        assert_eq!(pool.held_checked(), 0);
     }
 }

@@ -12,6 +12,7 @@ pub mod body;
 pub mod origin;
 pub mod proxy;
 pub mod served;
+pub mod wide;
 
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
@@ -82,6 +83,7 @@ pub fn client(extra_roots: &[PathBuf]) -> UpstreamPools {
         connect_timeout: Duration::from_secs(2),
         pool_idle_timeout: Duration::from_secs(30),
         extra_roots: extra_roots.to_vec(),
+        max_idle: std::num::NonZeroUsize::new(1024).expect("non-zero"),
     })
     .expect("upstream client")
 }

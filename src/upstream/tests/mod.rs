@@ -108,6 +108,7 @@ fn settings(idle_timeout: Duration) -> UpstreamSettings {
         connect_timeout: Duration::from_secs(2),
         pool_idle_timeout: idle_timeout,
         extra_roots: Vec::new(),
+        max_idle: std::num::NonZeroUsize::new(1024).expect("non-zero"),
     }
 }
 

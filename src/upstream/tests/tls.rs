@@ -144,6 +144,7 @@ fn pools(roots: &[&PemFile]) -> UpstreamPools {
         connect_timeout: Duration::from_secs(2),
         pool_idle_timeout: Duration::from_secs(30),
         extra_roots: roots.iter().map(|f| f.0.clone()).collect(),
+        max_idle: std::num::NonZeroUsize::new(1024).expect("non-zero"),
     };
     UpstreamPools::build(&settings, DestinationPolicy::allow_all(), NonZeroUsize::MIN)
         .expect("pools")
@@ -279,6 +280,7 @@ async fn a_handshake_that_never_finishes_is_a_connect_timeout() {
         connect_timeout: Duration::from_millis(300),
         pool_idle_timeout: Duration::from_secs(30),
         extra_roots: Vec::new(),
+        max_idle: std::num::NonZeroUsize::new(1024).expect("non-zero"),
     };
     let pools = UpstreamPools::build(&settings, DestinationPolicy::allow_all(), NonZeroUsize::MIN)
         .expect("pools");
@@ -310,6 +312,7 @@ async fn a_reload_applies_new_roots_and_connect_timeout_to_new_connections() {
         connect_timeout: Duration::from_secs(1),
         pool_idle_timeout: Duration::from_secs(30),
         extra_roots: vec![roots.0.clone()],
+        max_idle: std::num::NonZeroUsize::new(1024).expect("non-zero"),
     });
     assert_eq!(pools.connect_timeout(), Duration::from_secs(1));
     let answer = fetch(&pools, origin.port, "/after").await;
@@ -319,6 +322,7 @@ async fn a_reload_applies_new_roots_and_connect_timeout_to_new_connections() {
         connect_timeout: Duration::from_secs(3),
         pool_idle_timeout: Duration::from_secs(30),
         extra_roots: vec![roots.0.with_extension("missing")],
+        max_idle: std::num::NonZeroUsize::new(1024).expect("non-zero"),
     });
     assert_eq!(pools.connect_timeout(), Duration::from_secs(3));
     // A new connection (another origin of the same CA) is still verified.
