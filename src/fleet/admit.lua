@@ -4,8 +4,9 @@
 -- ARGV: 1 delay ms, 2 max_per_host, 3 lease_ttl ms, 4 max_wait ms, 5 lease id,
 --       6 successes to apply, 7 first extra delay ms, 8 max_backoff ms,
 --       9 idle ttl ms, 10.. lease ids to release first
--- Returns {verdict, ms, cause}: 'ok' and the wait until the reserved start,
--- 'full' and the time until the first lease expires, or 'reject' and the wait.
+-- Returns {verdict, ms, cause, held}: 'ok' and the wait until the reserved start,
+-- 'full' and the time until the first lease expires, or 'reject' and the wait;
+-- held: the leases held with this one (0 unless 'ok').
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local delay = tonumber(ARGV[1])
@@ -44,11 +45,12 @@ end
 
 local start = math.max(now, next_start, paused)
 if start - now > max_wait then
-  return {'reject', start - now, backoff}
+  return {'reject', start - now, backoff, 0}
 end
-if redis.call('ZCARD', KEYS[2]) >= max then
+local held = redis.call('ZCARD', KEYS[2])
+if held >= max then
   local head = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
-  return {'full', math.max(tonumber(head[2]) - now, 1), backoff}
+  return {'full', math.max(tonumber(head[2]) - now, 1), backoff, 0}
 end
 local after = start + delay + extra
 redis.call('HSET', KEYS[1], 'next', after)
@@ -59,4 +61,4 @@ if extra > 0 then
 end
 redis.call('PEXPIRE', KEYS[1], keep)
 redis.call('PEXPIRE', KEYS[2], start + ttl - now + 1000)
-return {'ok', start - now, backoff}
+return {'ok', start - now, backoff, held + 1}

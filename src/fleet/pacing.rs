@@ -17,10 +17,13 @@
 //!
 //! A finished request does not wait on the store: its lease id goes into the process's
 //! list of finished leases, and the next admission to the same host from any worker
-//! carries it (piggybacked on the one round trip that admission makes anyway). Leases no
-//! admission took within [`FLUSH_AFTER`] are given back by a background batch, one
-//! script call per host, sent together on the worker's multiplexed connection. A process
-//! that dies gives nothing back: its leases expire after `fleet.lease_ttl`.
+//! carries it (piggybacked on the one round trip that admission makes anyway). What no
+//! admission takes is given back by a background batch, one script call per host, sent
+//! together on the multiplexed connection: within [`FLUSH_AFTER`] when the lease was
+//! the host's last free slot (someone may be waiting for it), else within
+//! [`LAZY_FLUSH`] (slots were to spare, so the lease blocks nobody while it waits for the
+//! next admission to carry it). A process that dies gives nothing back: its leases
+//! expire after `fleet.lease_ttl`.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -38,9 +41,12 @@ use crate::policy::{
     PacingSettings,
 };
 
-/// How long a finished lease waits for an admission to the same host to carry it
-/// before a background batch gives it back.
-pub const FLUSH_AFTER: Duration = Duration::from_millis(50);
+/// How long a finished lease that took the host's last free slot waits for an
+/// admission to the same host to carry it before a background batch gives it back.
+pub const FLUSH_AFTER: Duration = Duration::from_millis(20);
+
+/// The same for a lease taken while slots were to spare.
+pub const LAZY_FLUSH: Duration = Duration::from_millis(250);
 
 /// The longest a request waits before asking again when every slot is held.
 pub const FULL_POLL: Duration = Duration::from_millis(50);
@@ -87,6 +93,10 @@ struct Finished {
 struct Done {
     ids: Vec<String>,
     successes: u32,
+    /// One of the leases took the host's last free slot: give it back soon.
+    urgent: bool,
+    /// When the first of them was put here.
+    since: Option<Instant>,
 }
 
 impl Finished {
@@ -98,16 +108,18 @@ impl Finished {
             .unwrap_or_default()
     }
 
-    fn put(&self, host: &Arc<str>, ids: Vec<String>, successes: u32) {
-        if ids.is_empty() && successes == 0 {
+    fn put(&self, host: &Arc<str>, done: Done) {
+        if done.ids.is_empty() && done.successes == 0 {
             return;
         }
         let first = {
             let mut hosts = self.hosts.lock().unwrap_or_else(PoisonError::into_inner);
             let first = hosts.is_empty();
-            let done = hosts.entry(host.clone()).or_default();
-            done.ids.extend(ids);
-            done.successes = done.successes.saturating_add(successes);
+            let pending = hosts.entry(host.clone()).or_default();
+            pending.ids.extend(done.ids);
+            pending.successes = pending.successes.saturating_add(done.successes);
+            pending.urgent |= done.urgent;
+            pending.since = pending.since.or(done.since).or(Some(Instant::now()));
             first
         };
         if first {
@@ -115,27 +127,48 @@ impl Finished {
         }
     }
 
-    fn drain(&self) -> Vec<(Arc<str>, Done)> {
+    fn is_empty(&self) -> bool {
         self.hosts
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .drain()
+            .is_empty()
+    }
+
+    /// Takes the hosts whose leases are due: urgent ones, and those waiting longer
+    /// than [`LAZY_FLUSH`].
+    fn drain_due(&self, now: Instant) -> Vec<(Arc<str>, Done)> {
+        let mut hosts = self.hosts.lock().unwrap_or_else(PoisonError::into_inner);
+        let due: Vec<Arc<str>> = hosts
+            .iter()
+            .filter(|(_, d)| {
+                d.urgent || d.since.is_none_or(|t| now.duration_since(t) >= LAZY_FLUSH)
+            })
+            .map(|(host, _)| host.clone())
+            .collect();
+        due.into_iter()
+            .filter_map(|host| hosts.remove_entry(&host))
             .collect()
     }
 }
 
-/// A lease held in the store, given back through its worker's list.
+/// A lease held in the store, given back through the process's list.
 struct SharedLease {
     finished: Arc<Finished>,
     host: Arc<str>,
     id: String,
+    /// It took the host's last free slot.
+    urgent: bool,
 }
 
 impl Lease for SharedLease {
     fn release(&mut self, succeeded: bool) {
-        let id = std::mem::take(&mut self.id);
-        self.finished
-            .put(&self.host, vec![id], u32::from(succeeded));
+        let done = Done {
+            ids: vec![std::mem::take(&mut self.id)],
+            successes: u32::from(succeeded),
+            urgent: self.urgent,
+            since: None,
+        };
+        self.finished.put(&self.host, done);
     }
 }
 
@@ -215,9 +248,9 @@ impl FleetPacer {
             self.next_lease.fetch_add(1, Ordering::Relaxed)
         );
         loop {
-            let done = finished.take(host);
+            let mut done = finished.take(host);
             let now = Instant::now();
-            let (returned, successes) = (done.ids.clone(), done.successes);
+            let (returned, successes) = (std::mem::take(&mut done.ids), done.successes);
             let args = AdmitArgs {
                 host,
                 delay: spacing,
@@ -228,13 +261,19 @@ impl FleetPacer {
                 successes,
                 backoff: &settings.backoff,
                 idle: settings.idle_host_ttl,
-                returned: done.ids,
+                returned: returned.clone(),
             };
             let reply = self.store.call(|conn| args.invoke(conn)).await;
-            let (verdict, wait_ms, cause) = match reply {
+            let (verdict, wait_ms, cause, held) = match reply {
                 Ok(reply) => reply,
                 Err(error) => {
-                    finished.put(&host_key, returned, successes);
+                    let back = Done {
+                        ids: returned,
+                        successes,
+                        urgent: done.urgent,
+                        since: done.since,
+                    };
+                    finished.put(&host_key, back);
                     drop(queued);
                     return self.fallback(local, host, delay, &error).await;
                 }
@@ -247,6 +286,7 @@ impl FleetPacer {
                         finished: finished.clone(),
                         host: host_key,
                         id,
+                        urgent: held >= settings.max_per_host.get() as u64,
                     }));
                     if !wait.is_zero() {
                         tokio::time::sleep(wait).await;
@@ -298,13 +338,15 @@ impl FleetPacer {
     }
 }
 
-/// Gives back, in the background, the leases no admission carried within
-/// [`FLUSH_AFTER`]: one script call per host, sent together.
+/// Gives back, in the background, the leases no admission carried in time (see the
+/// module docs): one script call per host, sent together.
 async fn flush(store: Arc<Store>, finished: Arc<Finished>) {
     loop {
-        finished.wake.notified().await;
+        if finished.is_empty() {
+            finished.wake.notified().await;
+        }
         tokio::time::sleep(FLUSH_AFTER).await;
-        let batch = finished.drain();
+        let batch = finished.drain_due(Instant::now());
         if batch.is_empty() || !store.is_up() {
             // Down: the leases expire by themselves after lease_ttl.
             continue;
@@ -353,7 +395,7 @@ impl AdmitArgs<'_> {
     async fn invoke(
         self,
         mut conn: redis::aio::ConnectionManager,
-    ) -> Result<(String, u64, String), StoreError> {
+    ) -> Result<(String, u64, String, u64), StoreError> {
         let mut call = scripts::ADMIT.prepare_invoke();
         call.key(scripts::pace_key(self.host))
             .key(scripts::leases_key(self.host))
