@@ -13,6 +13,11 @@
 //! most every [`FULL_POLL`]) or "reject" (the wait would pass `max_wait`: `429`). The
 //! process then sleeps until its start. The clock is the store's.
 //!
+//! Requests told "full" wait in a queue in the store (`rg:{host}:waiting`, by first
+//! ask), and a freed slot goes to the oldest of them: a process whose next request
+//! carries back the lease it just finished cannot keep the slot while another process
+//! waits, so no process starves. A waiter that stops asking is dropped after 1 s.
+//!
 //! # Giving leases back
 //!
 //! A finished request does not wait on the store: its lease id goes into the process's
@@ -399,6 +404,8 @@ impl AdmitArgs<'_> {
         let mut call = scripts::ADMIT.prepare_invoke();
         call.key(scripts::pace_key(self.host))
             .key(scripts::leases_key(self.host))
+            .key(scripts::waiting_key(self.host))
+            .key(scripts::seen_key(self.host))
             .arg(ms(self.delay))
             .arg(self.max_per_host)
             .arg(ms(self.lease_ttl))
