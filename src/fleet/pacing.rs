@@ -492,3 +492,50 @@ fn rand_u32() -> u32 {
     }
     hasher.finish() as u32
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn done(id: &str, urgent: bool) -> Done {
+        Done {
+            ids: vec![id.to_owned()],
+            successes: 1,
+            urgent,
+            since: None,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn urgent_leases_are_due_at_once_and_spare_ones_after_the_lazy_wait() {
+        let finished = Finished::default();
+        let (a, b): (Arc<str>, Arc<str>) = (Arc::from("a.example"), Arc::from("b.example"));
+        finished.put(&a, done("1", true));
+        finished.put(&b, done("2", false));
+        finished.put(&b, done("3", false));
+        let due = finished.drain_due(Instant::now());
+        assert_eq!(due.len(), 1);
+        assert_eq!(&*due[0].0, "a.example");
+        assert!(!finished.is_empty(), "b waits for an admission to carry it");
+
+        tokio::time::advance(LAZY_FLUSH).await;
+        let due = finished.drain_due(Instant::now());
+        assert_eq!(due.len(), 1);
+        assert_eq!(due[0].1.ids, ["2", "3"]);
+        assert_eq!(due[0].1.successes, 2);
+        assert!(finished.is_empty());
+    }
+
+    #[test]
+    fn an_admission_takes_what_finished_at_its_host_only() {
+        let finished = Finished::default();
+        let a: Arc<str> = Arc::from("a.example");
+        finished.put(&a, done("1", false));
+        assert!(finished.take("b.example").ids.is_empty());
+        assert_eq!(finished.take("a.example").ids, ["1"]);
+        assert!(finished.is_empty());
+        // Nothing to give back is not kept.
+        finished.put(&a, Done::default());
+        assert!(finished.is_empty());
+    }
+}
