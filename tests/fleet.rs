@@ -361,6 +361,49 @@ async fn a_killed_process_leases_expire_and_the_others_proceed() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_busy_process_does_not_starve_another() {
+    if !have_redis() {
+        return;
+    }
+    let redis = Redis::start().await;
+    let origin = TestOrigin::start(|req| async move {
+        match req.uri().path() {
+            "/robots.txt" => Reply::text(200, "User-agent: *\nAllow: /\n"),
+            _ => {
+                tokio::time::sleep(Duration::from_millis(150)).await;
+                Reply::text(200, "ok")
+            }
+        }
+    })
+    .await;
+    let members = fleet(&redis, "", "max_per_host = 1");
+    assert_eq!(members[0].get(&origin.url("/warm")).await.0, 200);
+    assert_eq!(members[1].get(&origin.url("/warm")).await.0, 200);
+    // Process 0 has a backlog of ten; each of its requests could carry back the lease
+    // the one before held and take the slot again at once.
+    let busy: Vec<_> = (0..10)
+        .map(|i| tokio::spawn(members[0].get(&origin.url(&format!("/busy/{i}")))))
+        .collect();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (status, _) = members[1].get(&origin.url("/other")).await;
+    assert_eq!(status, 200);
+    for handle in busy {
+        assert_eq!(handle.await.expect("task").0, 200);
+    }
+    let order: Vec<String> = origin
+        .requests()
+        .iter()
+        .filter(|r| r.path.starts_with("/busy") || r.path == "/other")
+        .map(|r| r.path.clone())
+        .collect();
+    let other = order.iter().position(|p| p == "/other").expect("served");
+    assert!(
+        other <= 4,
+        "the other process waited its turn, not the whole backlog: {order:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_pause_one_process_saw_holds_for_the_others() {
     if !have_redis() {
         return;

@@ -1,6 +1,8 @@
 -- One admission to a host, in one round trip (see src/fleet/scripts.rs).
 -- KEYS[1] rg:{host}:pace   hash: next (ms), paused (ms), extra (ms), cause
 -- KEYS[2] rg:{host}:leases sorted set: lease id -> expiry (ms)
+-- KEYS[3] rg:{host}:waiting sorted set: lease id of a request told 'full' -> first ask
+-- KEYS[4] rg:{host}:seen    sorted set: the same ids -> latest ask (ms)
 -- ARGV: 1 delay ms, 2 max_per_host, 3 lease_ttl ms, 4 max_wait ms, 5 lease id,
 --       6 successes to apply, 7 first extra delay ms, 8 max_backoff ms,
 --       9 idle ttl ms, 10.. lease ids to release first
@@ -48,9 +50,39 @@ if start - now > max_wait then
   return {'reject', start - now, backoff, 0}
 end
 local held = redis.call('ZCARD', KEYS[2])
-if held >= max then
-  local head = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
-  return {'full', math.max(tonumber(head[2]) - now, 1), backoff, 0}
+local blocked = held >= max
+-- Requests told 'full' wait in the store's own queue, oldest first, so a process that
+-- frees a slot cannot take it again for its next request while another process waits:
+-- a free slot goes to a waiter ranked below the number of free slots. A waiter that
+-- stopped asking (its process died, or it gave up) is dropped after 1 s.
+local waiting = redis.call('ZCARD', KEYS[3])
+if waiting > 0 then
+  local gone = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now - 1000)
+  for _, id in ipairs(gone) do
+    redis.call('ZREM', KEYS[3], id)
+    redis.call('ZREM', KEYS[4], id)
+  end
+  waiting = waiting - #gone
+end
+if not blocked and waiting > 0 then
+  local rank = redis.call('ZRANK', KEYS[3], ARGV[5]) or waiting
+  blocked = rank >= max - held
+end
+if blocked then
+  redis.call('ZADD', KEYS[3], 'NX', now, ARGV[5])
+  redis.call('ZADD', KEYS[4], now, ARGV[5])
+  redis.call('PEXPIRE', KEYS[3], 5000)
+  redis.call('PEXPIRE', KEYS[4], 5000)
+  local retry = 10
+  if held >= max then
+    local head = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+    retry = math.max(tonumber(head[2]) - now, 1)
+  end
+  return {'full', retry, backoff, 0}
+end
+if waiting > 0 then
+  redis.call('ZREM', KEYS[3], ARGV[5])
+  redis.call('ZREM', KEYS[4], ARGV[5])
 end
 local after = start + delay + extra
 redis.call('HSET', KEYS[1], 'next', after)

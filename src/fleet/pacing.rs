@@ -13,6 +13,11 @@
 //! most every [`FULL_POLL`]) or "reject" (the wait would pass `max_wait`: `429`). The
 //! process then sleeps until its start. The clock is the store's.
 //!
+//! Requests told "full" wait in a queue in the store (`rg:{host}:waiting`, by first
+//! ask), and a freed slot goes to the oldest of them: a process whose next request
+//! carries back the lease it just finished cannot keep the slot while another process
+//! waits, so no process starves. A waiter that stops asking is dropped after 1 s.
+//!
 //! # Giving leases back
 //!
 //! A finished request does not wait on the store: its lease id goes into the process's
@@ -399,6 +404,8 @@ impl AdmitArgs<'_> {
         let mut call = scripts::ADMIT.prepare_invoke();
         call.key(scripts::pace_key(self.host))
             .key(scripts::leases_key(self.host))
+            .key(scripts::waiting_key(self.host))
+            .key(scripts::seen_key(self.host))
             .arg(ms(self.delay))
             .arg(self.max_per_host)
             .arg(ms(self.lease_ttl))
@@ -484,4 +491,51 @@ fn rand_u32() -> u32 {
         hasher.write_u128(now.as_nanos());
     }
     hasher.finish() as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn done(id: &str, urgent: bool) -> Done {
+        Done {
+            ids: vec![id.to_owned()],
+            successes: 1,
+            urgent,
+            since: None,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn urgent_leases_are_due_at_once_and_spare_ones_after_the_lazy_wait() {
+        let finished = Finished::default();
+        let (a, b): (Arc<str>, Arc<str>) = (Arc::from("a.example"), Arc::from("b.example"));
+        finished.put(&a, done("1", true));
+        finished.put(&b, done("2", false));
+        finished.put(&b, done("3", false));
+        let due = finished.drain_due(Instant::now());
+        assert_eq!(due.len(), 1);
+        assert_eq!(&*due[0].0, "a.example");
+        assert!(!finished.is_empty(), "b waits for an admission to carry it");
+
+        tokio::time::advance(LAZY_FLUSH).await;
+        let due = finished.drain_due(Instant::now());
+        assert_eq!(due.len(), 1);
+        assert_eq!(due[0].1.ids, ["2", "3"]);
+        assert_eq!(due[0].1.successes, 2);
+        assert!(finished.is_empty());
+    }
+
+    #[test]
+    fn an_admission_takes_what_finished_at_its_host_only() {
+        let finished = Finished::default();
+        let a: Arc<str> = Arc::from("a.example");
+        finished.put(&a, done("1", false));
+        assert!(finished.take("b.example").ids.is_empty());
+        assert_eq!(finished.take("a.example").ids, ["1"]);
+        assert!(finished.is_empty());
+        // Nothing to give back is not kept.
+        finished.put(&a, Done::default());
+        assert!(finished.is_empty());
+    }
 }

@@ -41,6 +41,17 @@ pub fn leases_key(host: &str) -> String {
     format!("rg:{{{host}}}:leases")
 }
 
+/// `rg:{host}:waiting`: requests told "full", by when they first asked (the fleet's
+/// queue for the host's slots).
+pub fn waiting_key(host: &str) -> String {
+    format!("rg:{{{host}}}:waiting")
+}
+
+/// `rg:{host}:seen`: the same requests, by when they last asked (to drop the gone).
+pub fn seen_key(host: &str) -> String {
+    format!("rg:{{{host}}}:seen")
+}
+
 /// `rg:{origin}:robots`: the origin's robots.txt entry.
 pub fn robots_key(origin: &str) -> String {
     format!("rg:{{{origin}}}:robots")
@@ -64,6 +75,8 @@ mod tests {
     fn keys_of_a_host_share_one_hash_tag() {
         assert_eq!(pace_key("a.example"), "rg:{a.example}:pace");
         assert_eq!(leases_key("a.example"), "rg:{a.example}:leases");
+        assert_eq!(waiting_key("a.example"), "rg:{a.example}:waiting");
+        assert_eq!(seen_key("a.example"), "rg:{a.example}:seen");
         assert_eq!(
             robots_key("https://a.example"),
             "rg:{https://a.example}:robots"
