@@ -295,6 +295,10 @@ impl RobotsFetcher {
                 .map_or(0, |i| i + 1);
             buf.truncate(cut);
         }
+        // The cache keeps these bytes for as long as the entry lives: at their size, not
+        // the buffer's (8 KiB when the length was not announced), or a cache of 100,000
+        // small files would hold most of a gigabyte of spare capacity.
+        buf.shrink_to_fit();
         // Parsing is linear and bounded by `max_size`, so it runs here rather than on a
         // blocking thread.
         FetchOutcome::Parsed {

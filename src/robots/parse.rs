@@ -150,6 +150,11 @@ pub(super) fn parse(body: &[u8]) -> RobotsTxt {
     out.text.shrink_to_fit();
     out.rules.shrink_to_fit();
     out.wildcards.shrink_to_fit();
+    out.groups.shrink_to_fit();
+    out.agents.shrink_to_fit();
+    out.statements.shrink_to_fit();
+    out.sitemaps.shrink_to_fit();
+    out.diagnostics.shrink_to_fit();
     out
 }
 
