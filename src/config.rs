@@ -354,7 +354,8 @@ pub struct FleetConfig {
     )]
     pub store_timeout: Duration,
     /// How long a request's slot (lease) lasts in the store if its process dies
-    /// before giving it back. Longer than the longest request. Default 30 s.
+    /// before giving it back (a living process renews the leases of its long
+    /// requests). Default 30 s.
     #[serde(
         default = "FleetConfig::default_lease_ttl",
         deserialize_with = "de::nonzero_duration"

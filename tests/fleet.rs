@@ -361,6 +361,52 @@ async fn a_killed_process_leases_expire_and_the_others_proceed() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_long_request_keeps_its_slot_past_lease_ttl() {
+    if !have_redis() {
+        return;
+    }
+    let redis = Redis::start().await;
+    let origin = TestOrigin::start(|req| async move {
+        match req.uri().path() {
+            "/robots.txt" => Reply::text(200, "User-agent: *\nAllow: /\n"),
+            "/long" => {
+                tokio::time::sleep(Duration::from_millis(2500)).await;
+                Reply::text(200, "long")
+            }
+            _ => Reply::text(200, "ok"),
+        }
+    })
+    .await;
+    let members = fleet(&redis, "lease_ttl = \"1s\"", "max_per_host = 1");
+    assert_eq!(members[1].get(&origin.url("/warm")).await.0, 200);
+    let long = tokio::spawn(members[0].get(&origin.url("/long")));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while origin.hits("/long") == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the long request reached the origin"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let (status, _) = members[1].get(&origin.url("/next")).await;
+    assert_eq!(status, 200);
+    assert_eq!(long.await.expect("task").0, 200);
+    let at = |path: &str| {
+        origin
+            .requests()
+            .iter()
+            .find(|r| r.path == path)
+            .map(|r| r.at)
+            .expect("seen")
+    };
+    let gap = at("/next") - at("/long");
+    assert!(
+        gap >= Duration::from_millis(2400),
+        "the living process renewed its lease: the next request came {gap:?} after"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_busy_process_does_not_starve_another() {
     if !have_redis() {
         return;

@@ -28,7 +28,8 @@
 //! the host's last free slot (someone may be waiting for it), else within
 //! [`LAZY_FLUSH`] (slots were to spare, so the lease blocks nobody while it waits for the
 //! next admission to carry it). A process that dies gives nothing back: its leases
-//! expire after `fleet.lease_ttl`.
+//! expire after `fleet.lease_ttl`. A living process extends the leases of its long
+//! requests every third of `lease_ttl` (`renew.lua`), so a long transfer keeps its slot.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -87,6 +88,8 @@ pub struct FleetPacer {
 #[derive(Default)]
 struct Finished {
     hosts: Mutex<HashMap<Arc<str>, Done>>,
+    /// Leases held now: id -> (host, when taken), for renewal.
+    held: Mutex<HashMap<String, (Arc<str>, Instant)>>,
     /// `first_delay` of the back-off settings in force, in ms: where a halved extra
     /// delay stops (the release script needs it as the admission script does).
     first_delay_ms: AtomicU64,
@@ -167,6 +170,11 @@ struct SharedLease {
 
 impl Lease for SharedLease {
     fn release(&mut self, succeeded: bool) {
+        self.finished
+            .held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.id);
         let done = Done {
             ids: vec![std::mem::take(&mut self.id)],
             successes: u32::from(succeeded),
@@ -287,6 +295,11 @@ impl FleetPacer {
             let cause = BackoffCause::from_word(&cause);
             match verdict.as_str() {
                 "ok" => {
+                    finished
+                        .held
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .insert(id.clone(), (host_key.clone(), Instant::now()));
                     let permit = queued.with_lease(Box::new(SharedLease {
                         finished: finished.clone(),
                         host: host_key,
@@ -338,6 +351,11 @@ impl FleetPacer {
         let finished = &self.finished;
         if !finished.flusher.swap(true, Ordering::Relaxed) {
             tokio::spawn(flush(self.store.clone(), finished.clone()));
+            tokio::spawn(renew(
+                self.store.clone(),
+                Arc::downgrade(finished),
+                self.lease_ttl,
+            ));
         }
         finished.clone()
     }
@@ -369,6 +387,54 @@ async fn flush(store: Arc<Store>, finished: Arc<Finished>) {
                             .arg(done.successes)
                             .arg(first_delay);
                         for id in &done.ids {
+                            call.arg(id);
+                        }
+                        call.invoke_async::<i64>(&mut conn)
+                            .await
+                            .map_err(StoreError::from)
+                    })
+                    .await;
+            });
+        }
+        while calls.join_next().await.is_some() {}
+    }
+}
+
+/// Extends, every third of `lease_ttl`, the leases of requests that have run longer
+/// than that: a long transfer keeps its slot as long as its process lives, and a dead
+/// process's leases still expire within `lease_ttl`.
+async fn renew(store: Arc<Store>, finished: std::sync::Weak<Finished>, lease_ttl: Duration) {
+    let every = (lease_ttl / 3).max(Duration::from_millis(10));
+    loop {
+        tokio::time::sleep(every).await;
+        let Some(finished) = finished.upgrade() else {
+            return;
+        };
+        let now = Instant::now();
+        let mut by_host: HashMap<Arc<str>, Vec<String>> = HashMap::new();
+        for (id, (host, taken)) in finished
+            .held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+        {
+            if now.duration_since(*taken) >= every {
+                by_host.entry(host.clone()).or_default().push(id.clone());
+            }
+        }
+        if by_host.is_empty() || !store.is_up() {
+            continue;
+        }
+        let ttl = ms(lease_ttl);
+        let mut calls = tokio::task::JoinSet::new();
+        for (host, ids) in by_host {
+            let store = store.clone();
+            calls.spawn(async move {
+                let _ = store
+                    .call(|mut conn| async move {
+                        let mut call = scripts::RENEW.prepare_invoke();
+                        call.key(scripts::leases_key(&host)).arg(ttl);
+                        for id in &ids {
                             call.arg(id);
                         }
                         call.invoke_async::<i64>(&mut conn)

@@ -20,6 +20,9 @@ pub static ADMIT: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("
 /// Finished leases given back in a background batch (when no admission carried them).
 pub static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("release.lua")));
 
+/// Extends the leases of requests still running.
+pub static RENEW: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("renew.lua")));
+
 /// A pause (`Retry-After`) or a failure that slows the host.
 pub static BACKOFF: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("backoff.lua")));
 
@@ -92,6 +95,7 @@ mod tests {
         for (name, text) in [
             ("admit", include_str!("admit.lua")),
             ("backoff", include_str!("backoff.lua")),
+            ("renew", include_str!("renew.lua")),
             ("robots_get", include_str!("robots_get.lua")),
             ("robots_put", include_str!("robots_put.lua")),
         ] {
