@@ -81,8 +81,9 @@ pub enum ConfigError {
     },
 }
 
-/// The keys read once, when the process starts: the listening socket, the
-/// worker threads and the connection cap, the admin listener, and logging.
+/// The keys read once, when the process starts: the listening socket (and
+/// whether it speaks the PROXY protocol), the worker threads, the connection
+/// cap and the upstream pools' cap, the admin listener, and logging.
 /// A reload cannot apply them (everything else it applies); the proxy names
 /// the ones that changed from this struct's own fields, so that list cannot
 /// drift from what the process really reads once.

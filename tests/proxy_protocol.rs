@@ -245,3 +245,52 @@ async fn without_the_key_a_header_is_not_read() {
     let answer = exchange(proxy.addr(), &joined(header, &get(&origin.url("/page")))).await;
     assert_eq!(raw_status(&answer), 400, "{answer}");
 }
+
+/// Through the real binary: the access log's `client` is the header's, and rejected
+/// connections are warned about.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_access_log_names_the_header_s_client() {
+    use support::served::{message, Served};
+    let origin = TestOrigin::site(ROBOTS).await;
+    let dir = support::temp_dir("proxy-protocol");
+    let config = dir.join("config.toml");
+    let access = dir.join("access.jsonl");
+    std::fs::write(
+        &config,
+        format!(
+            "[proxy]\nlisten = \"127.0.0.1:0\"\nproxy_protocol = true\n\
+             allow_clients = [\"10.1.2.0/24\"]\n\
+             [identity]\nuser_agent = \"pass\"\n[rate_limit]\ndefault_delay = \"0s\"\n\
+             [tls]\nmode = \"tunnel\"\n[admin]\nlisten = \"127.0.0.1:0\"\n\
+             [log]\nformat = \"json\"\naccess_log = \"{}\"\n",
+            access.display()
+        ),
+    )
+    .expect("write config");
+    let mut served = Served::start(&config);
+    let ready = served.wait_for("ready line", |v| message(v).contains("proxy ready"));
+    let proxy: SocketAddr = ready["listen"]
+        .as_str()
+        .expect("listen")
+        .parse()
+        .expect("an address");
+
+    let header = b"PROXY TCP4 10.1.2.3 10.0.0.1 40000 3128\r\n";
+    let answer = exchange(proxy, &joined(header, &get(&origin.url("/page")))).await;
+    assert_eq!(raw_status(&answer), 200, "{answer}");
+    assert_eq!(exchange(proxy, &get(&origin.url("/page"))).await, "");
+    served.wait_for("a warning", |v| {
+        message(v).contains("without a valid PROXY protocol header")
+    });
+
+    served.signal("TERM");
+    served.wait_for("stopped", |v| message(v).contains("robots-guard stopped"));
+    let log = std::fs::read_to_string(&access).expect("access log");
+    let records: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON"))
+        .collect();
+    assert_eq!(records.len(), 1, "{log}");
+    assert_eq!(records[0]["client"], "10.1.2.3:40000");
+    assert_eq!(records[0]["outcome"], "allowed");
+}
