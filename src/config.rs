@@ -111,6 +111,8 @@ pub struct StartupFleet {
     pub store_timeout: String,
     /// `fleet.lease_ttl`.
     pub lease_ttl: String,
+    /// `fleet.store_ca`.
+    pub store_ca: String,
 }
 
 /// The `[proxy]` keys of [`Startup`].
@@ -147,12 +149,18 @@ impl Config {
                     on_store_error: format!("{:?}", f.on_store_error),
                     store_timeout: format!("{:?}", f.store_timeout),
                     lease_ttl: format!("{:?}", f.lease_ttl),
+                    store_ca: f
+                        .store_ca
+                        .as_ref()
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_default(),
                 },
                 None => StartupFleet {
                     store: String::new(),
                     on_store_error: String::new(),
                     store_timeout: String::new(),
                     lease_ttl: String::new(),
+                    store_ca: String::new(),
                 },
             },
         }
@@ -185,6 +193,14 @@ impl Config {
         let mut config: Config =
             toml::from_str(text).map_err(|e: toml::de::Error| invalid(e.to_string()))?;
         profile::check(&mut config.profiles, text).map_err(invalid)?;
+        if let Some(fleet) = &config.fleet {
+            if fleet.store_ca.is_some() && !fleet.store.starts_with("rediss://") {
+                return Err(invalid(
+                    "fleet.store_ca is for a rediss:// store (TLS); fleet.store is not one"
+                        .to_owned(),
+                ));
+            }
+        }
         Ok(config)
     }
 }
@@ -340,7 +356,8 @@ impl fmt::Debug for AuthConfig {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FleetConfig {
-    /// The store's URL, `redis://host:port/db` (`rediss://` is not built in).
+    /// The store's URL: `redis://host:port/db`, or `rediss://` for TLS to the store
+    /// (its certificate checked against the system's roots, or `store_ca`).
     #[serde(deserialize_with = "FleetConfig::store_url")]
     pub store: String,
     /// What a request does when the store cannot be reached: `local` (default) paces
@@ -362,6 +379,11 @@ pub struct FleetConfig {
         deserialize_with = "de::nonzero_duration"
     )]
     pub lease_ttl: Duration,
+    /// A PEM file of the CA that signed a `rediss://` store's certificate, when it is
+    /// not one of the system's roots (a company CA, a managed store's own). Only with
+    /// `rediss://`. Default: none.
+    #[serde(default)]
+    pub store_ca: Option<PathBuf>,
 }
 
 impl FleetConfig {
@@ -376,9 +398,12 @@ impl FleetConfig {
     fn store_url<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
         use serde::de::Error;
         let url = String::deserialize(d)?;
-        if !(url.starts_with("redis://") || url.starts_with("redis+unix://")) {
+        if !(url.starts_with("redis://")
+            || url.starts_with("rediss://")
+            || url.starts_with("redis+unix://"))
+        {
             return Err(D::Error::custom(format!(
-                "fleet.store must be a redis:// URL such as \"redis://127.0.0.1:6379/0\", not \"{url}\""
+                "fleet.store must be a redis:// or rediss:// URL such as \"redis://127.0.0.1:6379/0\", not \"{url}\""
             )));
         }
         Ok(url)
@@ -1280,8 +1305,14 @@ mod tests {
             .sum();
         assert_eq!(count, 16 + 5 + 11 + 10 + 5 + 1 + 4 + 2);
         assert!(text.contains("# robot_name = "));
-        // Optional sections are written out commented: [signing] and [fleet] (4 keys).
-        for key in ["store", "on_store_error", "store_timeout", "lease_ttl"] {
+        // Optional sections are written out commented: [signing] and [fleet] (5 keys).
+        for key in [
+            "store",
+            "on_store_error",
+            "store_timeout",
+            "lease_ttl",
+            "store_ca",
+        ] {
             assert!(text.contains(&format!("# {key} = ")), "fleet.{key}");
         }
     }
@@ -1314,6 +1345,7 @@ mod tests {
             "[fleet]\non_store_error = \"local\"\n",
             "[fleet]\nstore = \"redis://h:1\"\non_store_error = \"panic\"\n",
             "[fleet]\nstore = \"redis://h:1\"\nstore_timeout = \"0s\"\n",
+            "[fleet]\nstore = \"redis://h:1\"\nstore_ca = \"ca.pem\"\n",
         ] {
             assert!(Config::from_toml(bad, "t").is_err(), "{bad}");
         }

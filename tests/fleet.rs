@@ -619,3 +619,76 @@ where
     }
     out
 }
+
+/// A store reached over TLS (`rediss://`): a redis-server with only a TLS port, its
+/// certificate from a CA made here. With `store_ca` naming that CA the process shares
+/// state through it; without, the certificate is not trusted, the store counts as down
+/// and the process paces alone (the request is still served).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tls_store_is_used_only_when_its_certificate_is_trusted() {
+    if !have_redis() {
+        return;
+    }
+    let ca = support::origin::TestCa::new();
+    let dir = temp_dir("fleet-tls");
+    let (cert, key) = ca.leaf_pem(&["127.0.0.1", "localhost"]);
+    std::fs::write(dir.join("store.pem"), cert).expect("write cert");
+    std::fs::write(dir.join("store.key"), key).expect("write key");
+    let ca_file = ca.pem_file();
+    let port = {
+        let probe = TcpListener::bind("127.0.0.1:0").expect("a free port");
+        probe.local_addr().expect("addr").port()
+    };
+    let mut child = Command::new(REDIS)
+        .args(["--port", "0", "--tls-port", &port.to_string()])
+        .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+        .arg("--tls-cert-file")
+        .arg(dir.join("store.pem"))
+        .arg("--tls-key-file")
+        .arg(dir.join("store.key"))
+        .arg("--tls-ca-cert-file")
+        .arg(&ca_file)
+        .args(["--tls-auth-clients", "no"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start redis-server with TLS");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "redis-server (TLS) did not start"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let store = format!("rediss://127.0.0.1:{port}/0");
+    let origin = TestOrigin::site("User-agent: *\nAllow: /\n").await;
+
+    let trusting = Member::start(
+        &store,
+        &format!("store_ca = {:?}", ca_file.display().to_string()),
+        "",
+    );
+    for i in 0..3 {
+        assert_eq!(trusting.get(&origin.url(&format!("/t/{i}"))).await.0, 200);
+    }
+    let metrics = trusting.metrics().await;
+    assert!(
+        metrics.contains("robots_guard_fleet_store_up 1"),
+        "{metrics}"
+    );
+    assert!(round_trips(&metrics) >= 3, "{metrics}");
+
+    let untrusting = Member::start(&store, "", "");
+    assert_eq!(untrusting.get(&origin.url("/u")).await.0, 200);
+    let metrics = untrusting.metrics().await;
+    assert!(
+        metrics.contains("robots_guard_fleet_store_up 0"),
+        "{metrics}"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}

@@ -52,7 +52,19 @@ impl Fleet {
         robots: &RobotsCache,
         workers: usize,
     ) -> Result<Fleet, StoreError> {
-        let store = Arc::new(Store::new(&config.store, config.store_timeout, workers)?);
+        let ca_pem = match &config.store_ca {
+            Some(path) => Some(std::fs::read(path).map_err(|source| StoreError::CaFile {
+                path: path.clone(),
+                source,
+            })?),
+            None => None,
+        };
+        let store = Arc::new(Store::new(
+            &config.store,
+            ca_pem,
+            config.store_timeout,
+            workers,
+        )?);
         let pacer = FleetPacer::new(
             store.clone(),
             &local.settings(),

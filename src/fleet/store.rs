@@ -45,6 +45,14 @@ pub enum StoreError {
     /// The store was found down and has not answered a ping since.
     #[error("fleet store is down")]
     Down,
+    /// `fleet.store_ca` could not be read.
+    #[error("fleet.store_ca {path}: {source}")]
+    CaFile {
+        /// The file named.
+        path: std::path::PathBuf,
+        /// Why it could not be read.
+        source: std::io::Error,
+    },
     /// The store answered something a script never returns.
     #[error("fleet store: unexpected reply {0}")]
     Reply(String),
@@ -89,12 +97,28 @@ impl std::fmt::Debug for Store {
 
 impl Store {
     /// A store at `url` for a process of `workers` worker threads. Connects nothing yet.
+    /// `ca_pem`, for a `rediss://` store, is the CA its certificate is checked
+    /// against instead of the system's roots.
     ///
     /// # Errors
     ///
     /// [`StoreError::Redis`] when `url` is not a store URL.
-    pub fn new(url: &str, timeout: Duration, workers: usize) -> Result<Store, StoreError> {
-        let client = redis::Client::open(url)?;
+    pub fn new(
+        url: &str,
+        ca_pem: Option<Vec<u8>>,
+        timeout: Duration,
+        workers: usize,
+    ) -> Result<Store, StoreError> {
+        let client = match ca_pem {
+            Some(root_cert) => redis::Client::build_with_tls(
+                url,
+                redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(root_cert),
+                },
+            )?,
+            None => redis::Client::open(url)?,
+        };
         Ok(Store {
             client,
             timeout,

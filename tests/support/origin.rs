@@ -510,6 +510,18 @@ impl TestCa {
         path
     }
 
+    /// A leaf certificate for `names` signed by this CA and its key, both as PEM, for
+    /// servers that read their certificate from files (redis-server's TLS port).
+    pub fn leaf_pem(&self, names: &[&str]) -> (String, String) {
+        let key = rcgen::KeyPair::generate().expect("leaf key");
+        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        let params = rcgen::CertificateParams::new(names).expect("leaf params");
+        let cert = params
+            .signed_by(&key, &self.issuer)
+            .expect("leaf certificate");
+        (cert.pem(), key.serialize_pem())
+    }
+
     /// A rustls server configuration with a leaf certificate for `names` (DNS names or
     /// IP literals) signed by this CA, offering ALPN `h2` and `http/1.1`.
     pub fn server_config(&self, names: &[&str]) -> Arc<rustls::ServerConfig> {
