@@ -113,6 +113,8 @@ pub struct StartupFleet {
     pub lease_ttl: String,
     /// `fleet.store_ca`.
     pub store_ca: String,
+    /// `fleet.cluster`.
+    pub cluster: bool,
 }
 
 /// The `[proxy]` keys of [`Startup`].
@@ -154,6 +156,7 @@ impl Config {
                         .as_ref()
                         .map(|p| p.display().to_string())
                         .unwrap_or_default(),
+                    cluster: f.cluster,
                 },
                 None => StartupFleet {
                     store: String::new(),
@@ -161,6 +164,7 @@ impl Config {
                     store_timeout: String::new(),
                     lease_ttl: String::new(),
                     store_ca: String::new(),
+                    cluster: false,
                 },
             },
         }
@@ -384,6 +388,11 @@ pub struct FleetConfig {
     /// `rediss://`. Default: none.
     #[serde(default)]
     pub store_ca: Option<PathBuf>,
+    /// `store` is one node of a Redis (or Valkey) Cluster: the others are found from
+    /// it, and each host's state lives on the shard that owns its hash tag. Default
+    /// false.
+    #[serde(default)]
+    pub cluster: bool,
 }
 
 impl FleetConfig {
@@ -1305,13 +1314,14 @@ mod tests {
             .sum();
         assert_eq!(count, 16 + 5 + 11 + 10 + 5 + 1 + 4 + 2);
         assert!(text.contains("# robot_name = "));
-        // Optional sections are written out commented: [signing] and [fleet] (5 keys).
+        // Optional sections are written out commented: [signing] and [fleet] (6 keys).
         for key in [
             "store",
             "on_store_error",
             "store_timeout",
             "lease_ttl",
             "store_ca",
+            "cluster",
         ] {
             assert!(text.contains(&format!("# {key} = ")), "fleet.{key}");
         }

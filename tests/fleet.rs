@@ -692,3 +692,136 @@ async fn a_tls_store_is_used_only_when_its_certificate_is_trusted() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// A Redis Cluster of three shards: two processes given one node (`cluster = true`)
+/// find the others, pace one host as one (Crawl-delay 1 across both), fetch a fresh
+/// origin's robots.txt once, and the hosts' state spreads over the shards by hash tag.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_redis_cluster_shares_state_and_spreads_hosts_over_its_shards() {
+    if !have_redis() {
+        return;
+    }
+    let dir = temp_dir("fleet-cluster");
+    let ports: Vec<u16> = (0..3)
+        .map(|_| {
+            let probe = TcpListener::bind("127.0.0.1:0").expect("a free port");
+            probe.local_addr().expect("addr").port()
+        })
+        .collect();
+    let mut nodes: Vec<Child> = Vec::new();
+    for port in &ports {
+        let node_dir = dir.join(port.to_string());
+        std::fs::create_dir_all(&node_dir).expect("node dir");
+        nodes.push(
+            Command::new(REDIS)
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .args([
+                    "--cluster-enabled",
+                    "yes",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                ])
+                .arg("--dir")
+                .arg(&node_dir)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start a cluster node"),
+        );
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for port in &ports {
+        while tokio::net::TcpStream::connect(("127.0.0.1", *port))
+            .await
+            .is_err()
+        {
+            assert!(Instant::now() < deadline, "cluster node did not start");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    let created = Command::new("redis-cli")
+        .arg("--cluster")
+        .arg("create")
+        .args(ports.iter().map(|p| format!("127.0.0.1:{p}")))
+        .args(["--cluster-replicas", "0", "--cluster-yes"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("redis-cli runs");
+    assert!(created.success(), "redis-cli --cluster create");
+    let node = |port: u16| format!("redis://127.0.0.1:{port}/0");
+    let cluster_ok = |port: u16| async move {
+        let client = redis::Client::open(node(port)).ok()?;
+        let mut conn = client.get_multiplexed_async_connection().await.ok()?;
+        let info: String = redis::cmd("CLUSTER")
+            .arg("INFO")
+            .query_async(&mut conn)
+            .await
+            .ok()?;
+        Some(info.contains("cluster_state:ok"))
+    };
+    let keys_on = |port: u16| async move {
+        let client = redis::Client::open(node(port)).ok()?;
+        let mut conn = client.get_multiplexed_async_connection().await.ok()?;
+        redis::cmd("DBSIZE")
+            .query_async::<i64>(&mut conn)
+            .await
+            .ok()
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while cluster_ok(ports[0]).await != Some(true) {
+        assert!(Instant::now() < deadline, "the cluster did not come up");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let members: Vec<Member> = (0..2)
+        .map(|i| Member::start(&node(ports[i]), "cluster = true", ""))
+        .collect();
+
+    // One host, Crawl-delay 1, two requests through each process at once.
+    let origin = TestOrigin::site("User-agent: *\nCrawl-delay: 1\n").await;
+    let mut asks = Vec::new();
+    for (i, member) in members.iter().chain(members.iter()).enumerate() {
+        asks.push(member.get(&origin.url(&format!("/page/{i}"))));
+    }
+    for (status, reason) in futures_join_all(asks).await {
+        assert_eq!(status, 200, "{reason:?}");
+    }
+    assert_eq!(origin.hits("/robots.txt"), 1, "one fetch for the fleet");
+    let at = starts(&origin);
+    assert_eq!(at.len(), 4);
+    for pair in at.windows(2) {
+        assert!(
+            pair[1] - pair[0] >= Duration::from_millis(950),
+            "starts {:?} apart",
+            pair[1] - pair[0]
+        );
+    }
+
+    // Twenty hosts: their keys land on more than one shard.
+    let origins = support::wide::LoopbackOrigins::start().await;
+    for n in 0..20 {
+        let member = &members[n % 2];
+        assert_eq!(member.get(&origins.url(n, "/x")).await.0, 200);
+    }
+    let mut shards_used = 0;
+    for port in &ports {
+        if keys_on(*port).await.unwrap_or(0) > 0 {
+            shards_used += 1;
+        }
+    }
+    assert!(shards_used >= 2, "hosts spread over {shards_used} shard(s)");
+    for member in &members {
+        let metrics = member.metrics().await;
+        assert!(
+            metrics.contains("robots_guard_fleet_store_up 1"),
+            "{metrics}"
+        );
+    }
+    for mut node in nodes {
+        let _ = node.kill();
+        let _ = node.wait();
+    }
+}

@@ -10,6 +10,7 @@
 //! Without `[fleet]` none of this exists and the proxy runs exactly as a process alone.
 //! A services-layer module: it uses `policy` and `fetch`, never `proxy`.
 
+pub mod connection;
 pub mod pacing;
 pub mod robots;
 pub mod scripts;
@@ -62,6 +63,7 @@ impl Fleet {
         let store = Arc::new(Store::new(
             &config.store,
             ca_pem,
+            config.cluster,
             config.store_timeout,
             workers,
         )?);

@@ -465,7 +465,7 @@ struct AdmitArgs<'a> {
 impl AdmitArgs<'_> {
     async fn invoke(
         self,
-        mut conn: redis::aio::ConnectionManager,
+        mut conn: super::store::StoreConn,
     ) -> Result<(String, u64, String, u64), StoreError> {
         let mut call = scripts::ADMIT.prepare_invoke();
         call.key(scripts::pace_key(self.host))

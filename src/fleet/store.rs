@@ -21,11 +21,24 @@
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClient;
+use tokio::sync::OnceCell;
 use tokio::time::Instant;
+
+pub use super::connection::StoreConn;
+
+/// What the store's connections are made from.
+enum Backend {
+    /// One server (boxed like the cluster's: both clients are large, and there is one
+    /// per process).
+    Single(Box<redis::Client>),
+    /// A Redis Cluster, found from the one node `fleet.store` names.
+    Cluster(Box<ClusterClient>),
+}
 
 /// How often a down store is pinged.
 const PROBE_INTERVAL: Duration = Duration::from_millis(500);
@@ -74,10 +87,10 @@ pub struct StoreStats {
 /// The shared store: per-worker connections, health and counters. Cheap to share
 /// (`Arc`).
 pub struct Store {
-    client: redis::Client,
+    client: Backend,
     timeout: Duration,
     /// One connection per worker thread, made on its first use there.
-    conns: Box<[OnceLock<ConnectionManager>]>,
+    conns: Box<[OnceCell<StoreConn>]>,
     up: AtomicBool,
     probing: AtomicBool,
     round_trips: AtomicU64,
@@ -106,23 +119,33 @@ impl Store {
     pub fn new(
         url: &str,
         ca_pem: Option<Vec<u8>>,
+        cluster: bool,
         timeout: Duration,
         workers: usize,
     ) -> Result<Store, StoreError> {
-        let client = match ca_pem {
-            Some(root_cert) => redis::Client::build_with_tls(
-                url,
-                redis::TlsCertificates {
-                    client_tls: None,
-                    root_cert: Some(root_cert),
-                },
-            )?,
-            None => redis::Client::open(url)?,
+        let certs = |root_cert| redis::TlsCertificates {
+            client_tls: None,
+            root_cert: Some(root_cert),
+        };
+        let client = if cluster {
+            let mut builder = ClusterClient::builder([url])
+                .connection_timeout(timeout)
+                .response_timeout(timeout)
+                .retries(1);
+            if let Some(root_cert) = ca_pem {
+                builder = builder.certs(certs(root_cert));
+            }
+            Backend::Cluster(Box::new(builder.build()?))
+        } else {
+            Backend::Single(Box::new(match ca_pem {
+                Some(root_cert) => redis::Client::build_with_tls(url, certs(root_cert))?,
+                None => redis::Client::open(url)?,
+            }))
         };
         Ok(Store {
             client,
             timeout,
-            conns: (0..workers.max(1)).map(|_| OnceLock::new()).collect(),
+            conns: (0..workers.max(1)).map(|_| OnceCell::new()).collect(),
             // Optimistic: the first call finds out.
             up: AtomicBool::new(true),
             probing: AtomicBool::new(false),
@@ -153,19 +176,35 @@ impl Store {
         }
     }
 
-    /// This worker's connection, made on first use (on this worker's runtime).
-    fn conn(&self) -> Result<ConnectionManager, StoreError> {
+    /// This worker's connection, made on first use (on this worker's runtime). A
+    /// single server's is made lazily (it connects on the first call); a cluster's
+    /// connects to a node and reads the slot map here, and a failure is not kept: the
+    /// next call tries again.
+    async fn conn(&self) -> Result<StoreConn, StoreError> {
         let slot = &self.conns[crate::worker::current() % self.conns.len()];
         if let Some(conn) = slot.get() {
             return Ok(conn.clone());
         }
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(self.timeout))
-            .set_response_timeout(Some(self.timeout))
-            .set_number_of_retries(1)
-            .set_max_delay(PROBE_INTERVAL);
-        let made = ConnectionManager::new_lazy_with_config(self.client.clone(), config)?;
-        Ok(slot.get_or_init(|| made).clone())
+        let made = slot
+            .get_or_try_init(|| async {
+                match &self.client {
+                    Backend::Single(client) => {
+                        let config = ConnectionManagerConfig::new()
+                            .set_connection_timeout(Some(self.timeout))
+                            .set_response_timeout(Some(self.timeout))
+                            .set_number_of_retries(1)
+                            .set_max_delay(PROBE_INTERVAL);
+                        let conn =
+                            ConnectionManager::new_lazy_with_config((**client).clone(), config)?;
+                        Ok::<_, StoreError>(StoreConn::Single(conn))
+                    }
+                    Backend::Cluster(client) => {
+                        Ok(StoreConn::Cluster(client.get_async_connection().await?))
+                    }
+                }
+            })
+            .await?;
+        Ok(made.clone())
     }
 
     /// Runs one store call `call` on this worker's connection, bounded by the timeout.
@@ -177,7 +216,7 @@ impl Store {
     /// call or the timeout gave.
     pub async fn call<T, F, Fut>(self: &Arc<Self>, call: F) -> Result<T, StoreError>
     where
-        F: FnOnce(ConnectionManager) -> Fut,
+        F: FnOnce(StoreConn) -> Fut,
         Fut: Future<Output = Result<T, StoreError>>,
     {
         if !self.is_up() {
@@ -188,12 +227,12 @@ impl Store {
 
     async fn send<T, F, Fut>(self: &Arc<Self>, call: F) -> Result<T, StoreError>
     where
-        F: FnOnce(ConnectionManager) -> Fut,
+        F: FnOnce(StoreConn) -> Fut,
         Fut: Future<Output = Result<T, StoreError>>,
     {
-        let conn = self.conn()?;
         self.round_trips.fetch_add(1, Ordering::Relaxed);
-        let result = match tokio::time::timeout(self.timeout, call(conn)).await {
+        let call = async move { call(self.conn().await?).await };
+        let result = match tokio::time::timeout(self.timeout, call).await {
             Ok(result) => result,
             Err(_) => Err(StoreError::Timeout(self.timeout)),
         };
