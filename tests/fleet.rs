@@ -49,10 +49,7 @@ struct Redis {
 
 impl Redis {
     async fn start() -> Redis {
-        let port = {
-            let probe = TcpListener::bind("127.0.0.1:0").expect("a free port");
-            probe.local_addr().expect("addr").port()
-        };
+        let port = free_port();
         let mut redis = Redis { port, child: None };
         redis.restart().await;
         redis
@@ -216,6 +213,39 @@ impl Member {
 }
 
 /// Three members on `redis` with the same settings.
+/// A free loopback port (bound, read, released) for a server the test starts.
+fn free_port() -> u16 {
+    let probe = TcpListener::bind("127.0.0.1:0").expect("a free port");
+    probe.local_addr().expect("addr").port()
+}
+
+/// Waits until something accepts connections on `127.0.0.1:port` (10 s at most).
+async fn listening(port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        assert!(Instant::now() < deadline, "nothing listens on port {port}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A site that allows everything and answers `slow_path` only after `delay`.
+async fn site_with_slow(slow_path: &'static str, delay: Duration) -> TestOrigin {
+    TestOrigin::start(move |req| async move {
+        match req.uri().path() {
+            "/robots.txt" => Reply::text(200, "User-agent: *\nAllow: /\n"),
+            path if path == slow_path => {
+                tokio::time::sleep(delay).await;
+                Reply::text(200, "slow")
+            }
+            _ => Reply::text(200, "fast"),
+        }
+    })
+    .await
+}
+
 fn fleet(redis: &Redis, fleet_extra: &str, rate_extra: &str) -> Vec<Member> {
     (0..3)
         .map(|_| Member::start(&redis.url(), fleet_extra, rate_extra))
@@ -306,17 +336,7 @@ async fn a_killed_process_leases_expire_and_the_others_proceed() {
         return;
     }
     let redis = Redis::start().await;
-    let origin = TestOrigin::start(|req| async move {
-        match req.uri().path() {
-            "/robots.txt" => Reply::text(200, "User-agent: *\nAllow: /\n"),
-            "/slow" => {
-                tokio::time::sleep(Duration::from_secs(20)).await;
-                Reply::text(200, "slow")
-            }
-            _ => Reply::text(200, "fast"),
-        }
-    })
-    .await;
+    let origin = site_with_slow("/slow", Duration::from_secs(20)).await;
     let mut members = fleet(&redis, "lease_ttl = \"2s\"", "max_per_host = 1");
     // Fetch robots.txt first, so the slow request's lease is the only slot held.
     assert_eq!(members[1].get(&origin.url("/warm")).await.0, 200);
@@ -366,17 +386,7 @@ async fn a_long_request_keeps_its_slot_past_lease_ttl() {
         return;
     }
     let redis = Redis::start().await;
-    let origin = TestOrigin::start(|req| async move {
-        match req.uri().path() {
-            "/robots.txt" => Reply::text(200, "User-agent: *\nAllow: /\n"),
-            "/long" => {
-                tokio::time::sleep(Duration::from_millis(2500)).await;
-                Reply::text(200, "long")
-            }
-            _ => Reply::text(200, "ok"),
-        }
-    })
-    .await;
+    let origin = site_with_slow("/long", Duration::from_millis(2500)).await;
     let members = fleet(&redis, "lease_ttl = \"1s\"", "max_per_host = 1");
     assert_eq!(members[1].get(&origin.url("/warm")).await.0, 200);
     let long = tokio::spawn(members[0].get(&origin.url("/long")));
@@ -635,10 +645,7 @@ async fn a_tls_store_is_used_only_when_its_certificate_is_trusted() {
     std::fs::write(dir.join("store.pem"), cert).expect("write cert");
     std::fs::write(dir.join("store.key"), key).expect("write key");
     let ca_file = ca.pem_file();
-    let port = {
-        let probe = TcpListener::bind("127.0.0.1:0").expect("a free port");
-        probe.local_addr().expect("addr").port()
-    };
+    let port = free_port();
     let mut child = Command::new(REDIS)
         .args(["--port", "0", "--tls-port", &port.to_string()])
         .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
@@ -653,17 +660,7 @@ async fn a_tls_store_is_used_only_when_its_certificate_is_trusted() {
         .stderr(Stdio::null())
         .spawn()
         .expect("start redis-server with TLS");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .is_err()
-    {
-        assert!(
-            Instant::now() < deadline,
-            "redis-server (TLS) did not start"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    listening(port).await;
     let store = format!("rediss://127.0.0.1:{port}/0");
     let origin = TestOrigin::site("User-agent: *\nAllow: /\n").await;
 
@@ -702,12 +699,7 @@ async fn a_redis_cluster_shares_state_and_spreads_hosts_over_its_shards() {
         return;
     }
     let dir = temp_dir("fleet-cluster");
-    let ports: Vec<u16> = (0..3)
-        .map(|_| {
-            let probe = TcpListener::bind("127.0.0.1:0").expect("a free port");
-            probe.local_addr().expect("addr").port()
-        })
-        .collect();
+    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
     let mut nodes: Vec<Child> = Vec::new();
     for port in &ports {
         let node_dir = dir.join(port.to_string());
@@ -731,15 +723,8 @@ async fn a_redis_cluster_shares_state_and_spreads_hosts_over_its_shards() {
                 .expect("start a cluster node"),
         );
     }
-    let deadline = Instant::now() + Duration::from_secs(10);
     for port in &ports {
-        while tokio::net::TcpStream::connect(("127.0.0.1", *port))
-            .await
-            .is_err()
-        {
-            assert!(Instant::now() < deadline, "cluster node did not start");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        listening(*port).await;
     }
     let created = Command::new("redis-cli")
         .arg("--cluster")
