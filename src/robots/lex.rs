@@ -2,8 +2,8 @@
 //!
 //! This reproduces the lexing of Google's reference parser (`robots.cc`,
 //! `RobotsTxtParser::Parse` and `GetKeyAndValueFrom`) byte for byte, because
-//! site owners test their files against that parser (RFC 9309 §2.2; see
-//! `ROBOTS-BEHAVIOUR.md` §B and §C).
+//! site owners test their files against that parser (RFC 9309 §2.2). The
+//! conformance suite (`tests/robots_conformance.rs`) holds it to those verdicts.
 
 use memchr::{memchr, memchr2};
 
