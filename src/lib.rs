@@ -13,6 +13,7 @@ pub mod origin;
 pub mod outcome;
 pub mod policy;
 pub mod proxy;
+mod random_id;
 pub mod robots;
 pub mod signing;
 pub mod telemetry;

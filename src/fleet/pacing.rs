@@ -212,7 +212,7 @@ impl FleetPacer {
             lease_ttl,
             on_error,
             finished: Arc::new(Finished::default()),
-            prefix: format!("{:08x}", rand_u32()),
+            prefix: format!("{:08x}", crate::random_id::rand_u32()),
             next_lease: AtomicU64::new(0),
         }
     }
@@ -545,18 +545,6 @@ impl BackoffSink for SharedBackoff {
     fn failed(&self, host: &str, cause: BackoffCause, settings: &BackoffSettings) {
         self.send(host, "fail", Duration::ZERO, cause, settings);
     }
-}
-
-/// A random-enough lease id prefix: the hash of the process id and the time, through
-/// std's randomly keyed hasher.
-fn rand_u32() -> u32 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u32(std::process::id());
-    if let Ok(now) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
-        hasher.write_u128(now.as_nanos());
-    }
-    hasher.finish() as u32
 }
 
 #[cfg(test)]

@@ -163,7 +163,10 @@ impl Services {
         }));
         Ok(Services {
             listen,
-            via: Via::new(&format!("robots-guard-{:08x}", rand_u32())),
+            via: Via::new(&format!(
+                "robots-guard-{:08x}",
+                crate::random_id::rand_u32()
+            )),
             robots,
             pacer,
             upstream,
@@ -275,16 +278,4 @@ fn load_minter((cert, key): &(PathBuf, PathBuf)) -> Result<Arc<LeafMinter>, Serv
         tracing::info!(cert = %cert.display(), "HTTPS interception CA loaded");
     }
     Ok(Arc::new(LeafMinter::new(ca, LEAF_CACHE_CAPACITY)?))
-}
-
-/// A random-enough instance id without another dependency: the hash of the
-/// process id and the time, through std's randomly keyed hasher.
-fn rand_u32() -> u32 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u32(std::process::id());
-    if let Ok(now) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
-        hasher.write_u128(now.as_nanos());
-    }
-    hasher.finish() as u32
 }
